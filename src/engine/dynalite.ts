@@ -1,0 +1,207 @@
+/**
+ * The one place that reaches into dynalite 4.0.0 (pinned exactly in package.json).
+ *
+ * dynalite gives us the store, request validation (which is also where condition,
+ * update and projection expressions get parsed) and the item actions. Every request
+ * goes through `validate` before an action runs: an action called with unparsed input
+ * silently ignores its ConditionExpression.
+ */
+import { createRequire } from 'node:module';
+import { EngineError } from './errors.ts';
+
+const require = createRequire(import.meta.url);
+
+/** A DynamoDB AttributeValue in its wire form ({ S: 'x' }, { N: '1' }, { M: {...} }, ...). */
+export type AttributeValue = Record<string, unknown>;
+export type Item = Record<string, AttributeValue>;
+
+export interface KeySchemaElement {
+  AttributeName: string;
+  KeyType: 'HASH' | 'RANGE';
+}
+
+export interface TableDescription {
+  TableName: string;
+  TableArn: string;
+  TableStatus: string;
+  KeySchema: KeySchemaElement[];
+  AttributeDefinitions: { AttributeName: string; AttributeType: string }[];
+  GlobalSecondaryIndexes?: unknown[];
+  LocalSecondaryIndexes?: unknown[];
+  [field: string]: unknown;
+}
+
+type Callback<T = unknown> = (err: Error | null | undefined, value?: T) => void;
+
+export interface SubDb {
+  lock(key: string | string[], exec: (release: <F extends (...args: never[]) => unknown>(done: F) => F) => void): void;
+  get(key: string, cb: Callback<Item | undefined>): void;
+  put(key: string, value: unknown, cb: Callback): void;
+  del(key: string, cb: Callback): void;
+  createValueStream(options?: Record<string, unknown>): NodeJS.ReadableStream;
+}
+
+export interface LevelOp {
+  type: 'put' | 'del';
+  key: string;
+  value?: unknown;
+}
+
+export interface MainDb {
+  open(): Promise<void>;
+  batch(ops: LevelOp[]): Promise<void>;
+  put(key: string, value: unknown): Promise<void>;
+  get(key: string): Promise<unknown>;
+  values(options: { gte?: string; lt?: string }): AsyncIterable<unknown>;
+  close(cb?: Callback): Promise<void> | undefined;
+}
+
+export interface Store {
+  options: { maxItemSize: number; [option: string]: unknown };
+  db: MainDb;
+  tableDb: SubDb & { awsRegion: string; awsAccountId: string };
+  getItemDb(table: string): SubDb;
+  getIndexDb(indexType: string, table: string, index: string): SubDb;
+  getTable(name: string, checkStatus: boolean | Callback<TableDescription>, cb?: Callback<TableDescription>): void;
+  lifecycleManager: { gracefulClose(cb: Callback): void };
+}
+
+interface Validation {
+  types: Record<string, unknown>;
+  custom?: (data: Record<string, unknown>, store: Store) => string | undefined;
+}
+
+interface DbModule {
+  create(options: Record<string, unknown>): Store;
+  createKey(item: Item, table: TableDescription, keySchema?: KeySchemaElement[]): string;
+  validateKey(key: Item, table: TableDescription): DynaliteError | undefined;
+  validateItem(item: Item, table: TableDescription): DynaliteError | undefined;
+  checkConditional(data: Record<string, unknown>, existing: Item | undefined): DynaliteError | undefined | null;
+  itemSize(item: Item): number;
+  mapPaths(paths: unknown, item: Item): Item;
+}
+
+interface ValidationsModule {
+  checkTypes(data: Record<string, unknown>, types: Record<string, unknown>): Record<string, unknown>;
+  checkValidations(
+    data: Record<string, unknown>,
+    types: Record<string, unknown>,
+    custom: Validation['custom'],
+    store: Store | undefined,
+  ): void;
+}
+
+interface DynaliteError extends Error {
+  statusCode?: number;
+  body?: { __type: string; message?: string; Message?: string };
+}
+
+type Action = (store: Store, data: Record<string, unknown>, cb: Callback<Record<string, unknown>>) => void;
+
+export const dynaliteDb: DbModule = require('dynalite/db/index.js');
+const validations: ValidationsModule = require('dynalite/validations/index.js');
+
+const actionNames = {
+  BatchGetItem: 'batchGetItem',
+  BatchWriteItem: 'batchWriteItem',
+  CreateTable: 'createTable',
+  DeleteItem: 'deleteItem',
+  DeleteTable: 'deleteTable',
+  DescribeTable: 'describeTable',
+  GetItem: 'getItem',
+  ListTables: 'listTables',
+  PutItem: 'putItem',
+  Query: 'query',
+  Scan: 'scan',
+  TagResource: 'tagResource',
+  UntagResource: 'untagResource',
+  ListTagsOfResource: 'listTagsOfResource',
+  UpdateItem: 'updateItem',
+  UpdateTable: 'updateTable',
+} as const;
+
+export type DynaliteOperation = keyof typeof actionNames;
+
+export function isDynaliteOperation(name: string): name is DynaliteOperation {
+  return Object.hasOwn(actionNames, name);
+}
+
+const actions = new Map<DynaliteOperation, Action>();
+const actionValidations = new Map<DynaliteOperation, Validation>();
+for (const [operation, file] of Object.entries(actionNames) as [DynaliteOperation, string][]) {
+  actions.set(operation, require(`dynalite/actions/${file}.js`));
+  actionValidations.set(operation, require(`dynalite/validations/${file}.js`));
+}
+
+export function createStore(options: { path?: string; createTableMs: number }): Store {
+  return dynaliteDb.create({ ...options, deleteTableMs: options.createTableMs, updateTableMs: options.createTableMs });
+}
+
+/** Prefixes under which dynalite 4.0.0 keeps a table's items and index entries in its one LevelDB. */
+export const levelKeys = {
+  item: (table: string, key: string) => `item-${table}~${key}`,
+  index: (type: string, table: string, index: string, key: string) => `index-${type.toLowerCase()}~${table}~${index}~${key}`,
+};
+
+/** Turns dynalite's error objects (and our own) into an EngineError; anything else is rethrown as is. */
+export function toEngineError(err: unknown): EngineError | unknown {
+  if (err instanceof EngineError) return err;
+  const e = err as DynaliteError;
+  if (e && typeof e === 'object' && e.statusCode && e.body) {
+    return EngineError.fromBody(e.statusCode, e.body);
+  }
+  return err;
+}
+
+/**
+ * Type-checks and validates a request with dynalite's own rules for `operation`, which
+ * also parses its expressions. Returns the cleaned request (unknown members dropped).
+ * @throws EngineError (SerializationException or ValidationException) for bad input
+ */
+export function validate(operation: DynaliteOperation, body: Record<string, unknown>, store: Store) {
+  const validation = actionValidations.get(operation);
+  if (!validation) throw new Error(`no validation for ${operation}`);
+  return validateWith(validation, body, store);
+}
+
+/** Validates `body` against a spec in dynalite's format, so our own operations word errors the same way. */
+export function validateWith(validation: Validation, body: Record<string, unknown>, store: Store | undefined) {
+  try {
+    const data = validations.checkTypes({ ...body }, validation.types);
+    validations.checkValidations(data, validation.types, validation.custom, store);
+    return data;
+  } catch (err) {
+    throw toEngineError(err);
+  }
+}
+
+export function runAction(operation: DynaliteOperation, store: Store, data: Record<string, unknown>) {
+  const action = actions.get(operation);
+  if (!action) throw new Error(`no action for ${operation}`);
+  return new Promise<Record<string, unknown>>((resolve, reject) => {
+    action(store, data, (err, result) => (err ? reject(toEngineError(err)) : resolve(result ?? {})));
+  });
+}
+
+export function getTable(store: Store, name: string, checkStatus = true) {
+  return new Promise<TableDescription>((resolve, reject) => {
+    store.getTable(name, checkStatus, (err, table) => (err ? reject(toEngineError(err)) : resolve(table as TableDescription)));
+  });
+}
+
+/** The key attributes of `item` (for stream records and TTL deletes). */
+export function keyOf(item: Item, table: TableDescription): Item {
+  const key: Item = {};
+  for (const { AttributeName } of table.KeySchema) {
+    const value = item[AttributeName];
+    if (value) key[AttributeName] = value;
+  }
+  return key;
+}
+
+/** dynalite's type spec for an operation's request members (to nest inside our own specs). */
+export function requestTypes(operation: DynaliteOperation) {
+  const validation = actionValidations.get(operation);
+  if (!validation) throw new Error(`no validation for ${operation}`);
+  return validation.types;
+}

@@ -1,0 +1,100 @@
+/**
+ * Fault injection for tests. Nothing is injected unless a rule is added in code.
+ * A rule matches operations by name; it fails a fraction of them (`probability`), or the
+ * next `times` of them, with a DynamoDB error, and/or delays them by `latencyMs`.
+ */
+import { EngineError, errors } from './errors.ts';
+
+export const faultErrors = {
+  ProvisionedThroughputExceededException: () =>
+    new EngineError(
+      400,
+      'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
+      'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.',
+    ),
+  ThrottlingException: () => new EngineError(400, 'com.amazon.coral.availability#ThrottlingException', 'Rate of requests exceeds the allowed throughput.'),
+  RequestLimitExceeded: () =>
+    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#RequestLimitExceeded', 'Throughput exceeds the current throughput limit for your account.'),
+  /** What DynamoDB Streams answers when GetRecords is called too often. */
+  LimitExceededException: () =>
+    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#LimitExceededException', 'Rate exceeded for shard.'),
+  TransactionConflictException: () =>
+    new EngineError(
+      400,
+      'com.amazonaws.dynamodb.v20120810#TransactionConflictException',
+      'Transaction is ongoing for the item',
+    ),
+  InternalServerError: () => errors.internal(),
+} as const;
+
+export type FaultError = keyof typeof faultErrors;
+
+export interface FaultRule {
+  /** Operation names (`PutItem`, `GetRecords`, `TransactWriteItems`, ...), or '*' for all. */
+  operations: string[] | '*';
+  error?: FaultError;
+  /** Added before the operation runs (and before the error, if any). */
+  latencyMs?: number;
+  /** Fraction of matching calls affected, 0..1 (default 1). */
+  probability?: number;
+  /** Affect only the next N matching calls (default: every one). */
+  times?: number;
+}
+
+export interface InjectedFault {
+  /** How many calls this rule has affected so far. */
+  readonly hits: number;
+  remove(): void;
+  [Symbol.dispose](): void;
+}
+
+export class Faults {
+  private readonly rules = new Set<FaultRule & { hits: number }>();
+
+  constructor(private readonly random: () => number = Math.random) {}
+
+  /** Adds a rule; remove it (or `using` it) to stop. */
+  inject(rule: FaultRule): InjectedFault {
+    if (rule.error && !Object.hasOwn(faultErrors, rule.error)) throw new Error(`unknown fault error ${rule.error}`);
+    if (rule.probability !== undefined && !(rule.probability >= 0 && rule.probability <= 1)) {
+      throw new Error(`fault probability must be within 0..1, got ${rule.probability}`);
+    }
+    const active = { ...rule, hits: 0 };
+    this.rules.add(active);
+    const remove = () => void this.rules.delete(active);
+    return {
+      get hits() {
+        return active.hits;
+      },
+      remove,
+      [Symbol.dispose]: remove,
+    };
+  }
+
+  clear() {
+    this.rules.clear();
+  }
+
+  /** Applies the rules matching `operation`: waits out added latency, then throws an injected error. */
+  async apply(operation: string, body?: Record<string, unknown>) {
+    if (this.rules.size === 0) return;
+    for (const rule of [...this.rules]) {
+      if (rule.operations !== '*' && !rule.operations.includes(operation)) continue;
+      if (this.random() >= (rule.probability ?? 1)) continue;
+      rule.hits++;
+      if (rule.times !== undefined && rule.hits >= rule.times) this.rules.delete(rule);
+      if (rule.latencyMs) await new Promise((resolve) => setTimeout(resolve, rule.latencyMs));
+      if (rule.error) {
+        if (rule.error === 'TransactionConflictException' && operation === 'TransactWriteItems') {
+          // Between transactions DynamoDB reports a conflict as a cancellation reason.
+          const count = Array.isArray(body?.TransactItems) ? body.TransactItems.length : 1;
+          const reasons = Array.from({ length: Math.max(count, 1) }, (_, i) =>
+            i === 0 ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' },
+          );
+          throw errors.transactionCanceled(reasons);
+        }
+        throw faultErrors[rule.error]();
+      }
+    }
+  }
+}

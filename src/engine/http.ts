@@ -1,0 +1,61 @@
+/** DynamoDB's JSON 1.0 wire protocol: `POST /` with `X-Amz-Target: <Service>.<Operation>`. */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { crc32 } from 'node:zlib';
+import { EngineError, errors } from './errors.ts';
+
+const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
+
+export type Dispatch = (service: string, operation: string, body: Record<string, unknown>) => Promise<unknown>;
+
+export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unknown) => void) {
+  return function handle(req: IncomingMessage, res: ServerResponse) {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
+    });
+    req.on('error', () => res.destroy());
+    req.on('end', () => {
+      res.setHeader('x-amzn-RequestId', randomBytes(39).toString('base64').toUpperCase().replace(/[+/]/g, '0'));
+      if (size > MAX_REQUEST_BYTES) return send(res, 413, '');
+      if (req.method === 'GET') return send(res, 200, 'healthy: dynamodb.us-east-1.amazonaws.com ', 'text/plain');
+      if (req.method !== 'POST') return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
+      const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
+      const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
+      void respond(Buffer.concat(chunks).toString('utf8'), String(req.headers['x-amz-target'] ?? ''), replyType, res);
+    });
+  };
+
+  async function respond(text: string, target: string, contentType: string, res: ServerResponse) {
+    try {
+      let body: unknown;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        throw errors.serialization('Start of structure or map found where not expected');
+      }
+      const [service = '', operation = '', ...extra] = target.split('.');
+      if (extra.length > 0 || !operation) throw errors.unknownOperation();
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
+      const result = await dispatch(service, operation, body as Record<string, unknown>);
+      send(res, 200, JSON.stringify(result ?? {}), contentType);
+    } catch (err) {
+      const known = err instanceof EngineError ? err : undefined;
+      if (!known) onUnexpected(err);
+      const reply = known ?? errors.internal();
+      send(res, reply.statusCode, JSON.stringify(reply.toBody()), contentType);
+    }
+  }
+}
+
+function send(res: ServerResponse, status: number, body: string, contentType = 'application/x-amz-json-1.0') {
+  if (res.headersSent || res.destroyed) return;
+  const bytes = Buffer.from(body, 'utf8');
+  res.statusCode = status;
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Length', bytes.length);
+  res.setHeader('x-amz-crc32', crc32(bytes));
+  res.end(bytes);
+}

@@ -1,0 +1,219 @@
+/** The DynamoDB Streams API (DynamoDBStreams_20120810.*) over the stream log. */
+import { validateWith } from '../dynalite.ts';
+import { errors } from '../errors.ts';
+import type { Entry, Shard, Stream, StreamLog } from './log.ts';
+import { formatSeq } from './records.ts';
+
+export interface StreamsApiOptions {
+  /** How long a shard iterator stays valid (DynamoDB: 15 minutes). */
+  iteratorTtlMs: number;
+}
+
+const arnSpec = { type: 'String', lengthGreaterThanOrEqual: 37, lengthLessThanOrEqual: 1024 };
+const shardIdSpec = { type: 'String', lengthGreaterThanOrEqual: 28, lengthLessThanOrEqual: 65 };
+const specs = {
+  ListStreams: {
+    types: {
+      TableName: { type: 'String', regex: '[a-zA-Z0-9_.-]+', lengthGreaterThanOrEqual: 3, lengthLessThanOrEqual: 255 },
+      Limit: { type: 'Integer', greaterThanOrEqual: 1, lessThanOrEqual: 100 },
+      ExclusiveStartStreamArn: arnSpec,
+    },
+  },
+  DescribeStream: {
+    types: {
+      StreamArn: { ...arnSpec, notNull: true },
+      Limit: { type: 'Integer', greaterThanOrEqual: 1, lessThanOrEqual: 100 },
+      ExclusiveStartShardId: shardIdSpec,
+    },
+  },
+  GetShardIterator: {
+    types: {
+      StreamArn: { ...arnSpec, notNull: true },
+      ShardId: { ...shardIdSpec, notNull: true },
+      ShardIteratorType: {
+        type: 'String',
+        notNull: true,
+        enum: ['TRIM_HORIZON', 'LATEST', 'AT_SEQUENCE_NUMBER', 'AFTER_SEQUENCE_NUMBER'],
+      },
+      SequenceNumber: { type: 'String', lengthGreaterThanOrEqual: 21, lengthLessThanOrEqual: 40 },
+    },
+  },
+  GetRecords: {
+    types: {
+      ShardIterator: { type: 'String', notNull: true, lengthGreaterThanOrEqual: 1, lengthLessThanOrEqual: 2048 },
+      Limit: { type: 'Integer', greaterThanOrEqual: 1, lessThanOrEqual: 1000 },
+    },
+  },
+};
+
+export type StreamsOperation = keyof typeof specs;
+export const streamsOperations = Object.keys(specs) as StreamsOperation[];
+
+/** What an iterator encodes: records after `position` in one shard, as of `issuedAt`. */
+interface IteratorState {
+  arn: string;
+  shardId: string;
+  position: number;
+  issuedAt: number;
+  epoch: number;
+}
+
+export function createStreamsApi(log: StreamLog, now: () => number, options: StreamsApiOptions) {
+  const findStream = (arn: string) => {
+    const stream = log.get(arn);
+    if (!stream) throw errors.resourceNotFound(`Requested resource not found: Stream: ${arn} not found`);
+    return stream;
+  };
+  const findShard = (stream: Stream, shardId: string) => {
+    const shard = stream.shards.find((s) => s.shardId === shardId);
+    if (!shard) throw errors.resourceNotFound(`Requested resource not found: Shard: ${shardId} in Stream: ${stream.arn} not found`);
+    return shard;
+  };
+  const encode = (state: IteratorState) => Buffer.from(JSON.stringify(state)).toString('base64url');
+  const decode = (iterator: string): IteratorState => {
+    try {
+      const state = JSON.parse(Buffer.from(iterator, 'base64url').toString());
+      if (typeof state.arn === 'string' && typeof state.shardId === 'string' && Number.isSafeInteger(state.position)) return state;
+    } catch {}
+    throw errors.validation('Invalid ShardIterator');
+  };
+
+  const operations = {
+    ListStreams(data: Record<string, unknown>) {
+      let streams = log.list(data.TableName as string | undefined);
+      if (data.ExclusiveStartStreamArn) {
+        const at = streams.findIndex((s) => s.arn === data.ExclusiveStartStreamArn);
+        streams = at < 0 ? [] : streams.slice(at + 1);
+      }
+      const limit = (data.Limit as number | undefined) ?? 100;
+      const page = streams.slice(0, limit);
+      return {
+        Streams: page.map((s) => ({ StreamArn: s.arn, TableName: s.tableName, StreamLabel: s.label })),
+        ...(streams.length > limit ? { LastEvaluatedStreamArn: page.at(-1)?.arn } : {}),
+      };
+    },
+
+    DescribeStream(data: Record<string, unknown>) {
+      const stream = findStream(data.StreamArn as string);
+      let shards = stream.shards;
+      if (data.ExclusiveStartShardId) {
+        const at = shards.findIndex((s) => s.shardId === data.ExclusiveStartShardId);
+        shards = at < 0 ? [] : shards.slice(at + 1);
+      }
+      const limit = (data.Limit as number | undefined) ?? 100;
+      const page = shards.slice(0, limit);
+      return {
+        StreamDescription: {
+          StreamArn: stream.arn,
+          StreamLabel: stream.label,
+          StreamStatus: stream.enabled ? 'ENABLED' : 'DISABLED',
+          StreamViewType: stream.viewType,
+          CreationRequestDateTime: stream.createdAt / 1000,
+          TableName: stream.tableName,
+          KeySchema: stream.keySchema,
+          Shards: page.map((s) => ({
+            ShardId: s.shardId,
+            ...(s.parentShardId ? { ParentShardId: s.parentShardId } : {}),
+            SequenceNumberRange: {
+              StartingSequenceNumber: formatSeq(s.startSeq),
+              ...(s.endSeq !== undefined ? { EndingSequenceNumber: formatSeq(s.endSeq) } : {}),
+            },
+          })),
+          ...(shards.length > limit ? { LastEvaluatedShardId: page.at(-1)?.shardId } : {}),
+        },
+      };
+    },
+
+    GetShardIterator(data: Record<string, unknown>) {
+      const stream = findStream(data.StreamArn as string);
+      const shard = findShard(stream, data.ShardId as string);
+      const type = data.ShardIteratorType as string;
+      let position: number;
+      if (type === 'TRIM_HORIZON') {
+        position = Math.max(shard.trimmedThrough, shard.startSeq);
+      } else if (type === 'LATEST') {
+        position = lastVisible(shard)?.seq ?? Math.max(shard.trimmedThrough, shard.startSeq);
+      } else {
+        const seq = parseSeq(data.SequenceNumber, type);
+        if (seq <= shard.startSeq || (shard.endSeq !== undefined && seq > shard.endSeq)) {
+          throw errors.validation(
+            `Invalid SequenceNumber ${data.SequenceNumber} for shard ${shard.shardId}: ` +
+              `it is outside the shard's range (${formatSeq(shard.startSeq)} to ${shard.endSeq !== undefined ? formatSeq(shard.endSeq) : 'open'})`,
+          );
+        }
+        position = type === 'AT_SEQUENCE_NUMBER' ? seq - 1 : seq;
+        if (position < shard.trimmedThrough) {
+          throw errors.trimmedDataAccess(`The sequence number ${data.SequenceNumber} is older than the trim horizon of shard ${shard.shardId}`);
+        }
+      }
+      return { ShardIterator: encode({ arn: stream.arn, shardId: shard.shardId, position, issuedAt: now(), epoch: stream.iteratorEpoch }) };
+    },
+
+    GetRecords(data: Record<string, unknown>) {
+      const state = decode(data.ShardIterator as string);
+      const stream = findStream(state.arn);
+      const shard = findShard(stream, state.shardId);
+      const at = now();
+      if (at - state.issuedAt > options.iteratorTtlMs || state.epoch < stream.iteratorEpoch) {
+        throw errors.expiredIterator(
+          `Iterator expired. The iterator was created at time ${new Date(state.issuedAt).toUTCString()} while right now it is ` +
+            `${new Date(at).toUTCString()} which is further in the future than the tolerated delay of ${options.iteratorTtlMs} milliseconds.`,
+        );
+      }
+      if (state.position < shard.trimmedThrough) {
+        throw errors.trimmedDataAccess('The operation attempted to read past the oldest stream record in a shard.');
+      }
+      const limit = (data.Limit as number | undefined) ?? 1000;
+      const records = [];
+      let position = state.position;
+      for (let i = firstAfter(shard.entries, position); i < shard.entries.length && records.length < limit; i++) {
+        const entry = shard.entries[i] as Entry;
+        if (!entry.committed) break;
+        records.push(entry.record);
+        position = entry.seq;
+      }
+      const drained = shard.endSeq !== undefined && firstAfter(shard.entries, position) === shard.entries.length;
+      return {
+        Records: records,
+        ...(drained ? {} : { NextShardIterator: encode({ ...state, position, issuedAt: at }) }),
+      };
+    },
+  };
+
+  return {
+    /** Validates and runs one Streams operation. */
+    handle(operation: StreamsOperation, body: Record<string, unknown>) {
+      const data = validateWith(specs[operation], body, undefined);
+      return operations[operation](data);
+    },
+  };
+}
+
+function parseSeq(value: unknown, type: string) {
+  if (typeof value !== 'string') throw errors.validation(`SequenceNumber is required when ShardIteratorType is ${type}`);
+  if (!/^\d+$/.test(value)) throw errors.validation(`Invalid SequenceNumber ${value}: it must be a decimal number`);
+  const seq = Number(value);
+  if (!Number.isSafeInteger(seq)) throw errors.validation(`Invalid SequenceNumber ${value}: no record of this stream has it`);
+  return seq;
+}
+
+function lastVisible(shard: Shard) {
+  let last: Entry | undefined;
+  for (const entry of shard.entries) {
+    if (!entry.committed) break;
+    last = entry;
+  }
+  return last;
+}
+
+/** Index of the first entry with a sequence number above `position` (entries are sorted). */
+function firstAfter(entries: Entry[], position: number) {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((entries[mid] as Entry).seq <= position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

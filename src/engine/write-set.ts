@@ -1,0 +1,119 @@
+/**
+ * A write set runs dynalite's item actions against a stand-in store that captures their
+ * writes instead of applying them, then commits every captured write (items, index
+ * entries, stream records) in ONE LevelDB batch. That makes each change atomic on disk
+ * and to readers, gives us the old and new image of every item for its stream record,
+ * and lets a transaction evaluate all its actions before anything is written.
+ */
+import {
+  type Item,
+  type LevelOp,
+  type Store,
+  type SubDb,
+  type TableDescription,
+  dynaliteDb,
+  keyOf,
+  levelKeys,
+} from './dynalite.ts';
+import type { StreamLog } from './streams/log.ts';
+import type { ItemChange } from './streams/records.ts';
+
+type Mode =
+  /** One item action: commit when it writes, under dynalite's own per-item lock. */
+  | 'single'
+  /** A transaction: the caller holds every item lock and commits once all actions ran. */
+  | 'transaction';
+
+export class WriteSet {
+  private readonly ops: LevelOp[] = [];
+  private readonly changes: ItemChange[] = [];
+  private readonly reads = new Map<string, Item | undefined>();
+  private readonly tables = new Map<string, TableDescription>();
+  /** The stand-in store to hand to dynalite's actions. */
+  readonly store: Store;
+
+  constructor(
+    private readonly real: Store,
+    private readonly log: StreamLog,
+    private readonly mode: Mode,
+    private readonly byTtl = false,
+  ) {
+    this.store = Object.create(real, {
+      getTable: { value: this.getTable.bind(this) },
+      getItemDb: { value: this.itemDb.bind(this) },
+      getIndexDb: { value: this.indexDb.bind(this) },
+    });
+  }
+
+  /** The item as the action read it before deciding (for ReturnValuesOnConditionCheckFailure). */
+  readItem(table: TableDescription, key: Item) {
+    return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
+  }
+
+  /** Writes everything captured so far in one batch; stream records become readable once it lands. */
+  async commit() {
+    const changes = this.changes.splice(0);
+    const ops = this.ops.splice(0);
+    if (ops.length === 0) return;
+    const stream = this.log.prepare(changes);
+    try {
+      await this.real.db.batch([...ops, ...stream.ops]);
+    } catch (err) {
+      stream.settle(false);
+      throw err;
+    }
+    stream.settle(true);
+  }
+
+  private getTable(name: string, checkStatus: unknown, cb?: (err: Error | null | undefined, table?: TableDescription) => void) {
+    const done = (typeof checkStatus === 'function' ? checkStatus : cb) as NonNullable<typeof cb>;
+    this.real.getTable(name, checkStatus === true, (err, table) => {
+      if (table) this.tables.set(name, table);
+      done(err, table);
+    });
+  }
+
+  private itemDb(tableName: string): SubDb {
+    const real = this.real.getItemDb(tableName);
+    return {
+      lock: this.mode === 'single' ? real.lock : (_key, exec) => exec((done) => done),
+      get: (key, cb) =>
+        real.get(key, (err, item) => {
+          if (!err || err.name === 'NotFoundError') this.reads.set(readKey(tableName, key), item ?? undefined);
+          cb(err, item);
+        }),
+      put: (key, item, cb) => this.stageItem(tableName, key, item as Item, cb),
+      del: (key, cb) => this.stageItem(tableName, key, undefined, cb),
+      createValueStream: (options) => real.createValueStream(options),
+    };
+  }
+
+  private indexDb(indexType: string, tableName: string, indexName: string): SubDb {
+    const real = this.real.getIndexDb(indexType, tableName, indexName);
+    const stage = (op: LevelOp, cb: (err?: Error | null) => void) => {
+      this.ops.push(op);
+      process.nextTick(cb);
+    };
+    return {
+      lock: real.lock,
+      get: (key, cb) => real.get(key, cb),
+      put: (key, value, cb) => stage({ type: 'put', key: levelKeys.index(indexType, tableName, indexName, key), value }, cb),
+      del: (key, cb) => stage({ type: 'del', key: levelKeys.index(indexType, tableName, indexName, key) }, cb),
+      createValueStream: (options) => real.createValueStream(options),
+    };
+  }
+
+  private stageItem(tableName: string, key: string, newItem: Item | undefined, cb: (err?: Error | null) => void) {
+    const oldItem = this.reads.get(readKey(tableName, key));
+    const table = this.tables.get(tableName);
+    const image = newItem ?? oldItem;
+    this.ops.push(newItem ? { type: 'put', key: levelKeys.item(tableName, key), value: newItem } : { type: 'del', key: levelKeys.item(tableName, key) });
+    if (table && image) {
+      this.changes.push({ tableName, keys: keyOf(image, table), oldItem, newItem, byTtl: this.byTtl });
+    }
+    if (this.mode === 'transaction') return process.nextTick(cb);
+    this.commit().then(() => cb(), cb);
+  }
+}
+
+const readKey = (table: string, key: string) => `${table}\u0000${key}`;

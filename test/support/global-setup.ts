@@ -1,0 +1,30 @@
+/**
+ * One engine for the whole test run, shared by every test file over real HTTP.
+ * With RUNPLANE_TEST_DYNAMODB_ENDPOINT set, the suites run against that endpoint instead
+ * (tests that need the embedded engine's controls are skipped there).
+ */
+import type { TestProject } from 'vitest/node';
+import { startEngine } from '../../src/engine/index.ts';
+import { assertTestEndpoint } from './endpoint.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    dynamodbEndpoint: string;
+    /** True when the endpoint is the embedded engine (its fault and control hooks exist). */
+    embeddedEngine: boolean;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const external = process.env.RUNPLANE_TEST_DYNAMODB_ENDPOINT;
+  if (external) {
+    assertTestEndpoint(external);
+    project.provide('dynamodbEndpoint', external);
+    project.provide('embeddedEngine', false);
+    return;
+  }
+  const engine = await startEngine();
+  project.provide('dynamodbEndpoint', engine.endpoint);
+  project.provide('embeddedEngine', true);
+  return () => engine.close();
+}
