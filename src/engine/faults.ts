@@ -12,18 +12,18 @@ export const faultErrors = {
       'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException',
       'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.',
     ),
-  ThrottlingException: () => new EngineError(400, 'com.amazon.coral.availability#ThrottlingException', 'Rate of requests exceeds the allowed throughput.'),
+  ThrottlingException: () =>
+    new EngineError(400, 'com.amazon.coral.availability#ThrottlingException', 'Rate of requests exceeds the allowed throughput.'),
   RequestLimitExceeded: () =>
-    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#RequestLimitExceeded', 'Throughput exceeds the current throughput limit for your account.'),
-  /** What DynamoDB Streams answers when GetRecords is called too often. */
-  LimitExceededException: () =>
-    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#LimitExceededException', 'Rate exceeded for shard.'),
-  TransactionConflictException: () =>
     new EngineError(
       400,
-      'com.amazonaws.dynamodb.v20120810#TransactionConflictException',
-      'Transaction is ongoing for the item',
+      'com.amazonaws.dynamodb.v20120810#RequestLimitExceeded',
+      'Throughput exceeds the current throughput limit for your account.',
     ),
+  /** What DynamoDB Streams answers when GetRecords is called too often. */
+  LimitExceededException: () => new EngineError(400, 'com.amazonaws.dynamodb.v20120810#LimitExceededException', 'Rate exceeded for shard.'),
+  TransactionConflictException: () =>
+    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#TransactionConflictException', 'Transaction is ongoing for the item'),
   InternalServerError: () => errors.internal(),
 } as const;
 

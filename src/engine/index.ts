@@ -8,20 +8,20 @@
  * This folder imports nothing from the rest of Runplane.
  */
 import { mkdirSync } from 'node:fs';
-import { type Server, createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createStore, isDynaliteOperation, runAction, validate } from './dynalite.ts';
 import { errors } from './errors.ts';
 import { Faults } from './faults.ts';
 import { createRequestHandler } from './http.ts';
 import { createItemWrites } from './items.ts';
-import { type StreamsOperation, createStreamsApi, streamsOperations } from './streams/api.ts';
+import { createStreamsApi, type StreamsOperation, streamsOperations } from './streams/api.ts';
 import { StreamLog } from './streams/log.ts';
 import { createTables } from './tables.ts';
 import { createTransactions } from './transactions.ts';
 import { createTtl } from './ttl.ts';
 
-export { Faults, type FaultError, type FaultRule, type InjectedFault } from './faults.ts';
+export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
 
 export interface EngineOptions {
   /** TCP port; 0 (the default) picks a free one. */
@@ -211,4 +211,3 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     },
   };
 }
-

@@ -1,14 +1,5 @@
 /** Single-item writes (PutItem, UpdateItem, DeleteItem) and BatchWriteItem, each change with its stream record. */
-import {
-  type Item,
-  type Store,
-  dynaliteDb,
-  getTable,
-  runAction,
-  toEngineError,
-  validate,
-  validateWith,
-} from './dynalite.ts';
+import { dynaliteDb, getTable, type Item, runAction, type Store, toEngineError, validate, validateWith } from './dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from './errors.ts';
 import type { StreamLog } from './streams/log.ts';
 import { WriteSet } from './write-set.ts';

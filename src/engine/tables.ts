@@ -2,7 +2,7 @@
  * Table operations: dynalite does the table itself; we add what it drops, the
  * StreamSpecification (and the stream behind it) and TTL cleanup on delete.
  */
-import { type Store, type TableDescription, getTable, runAction, validate, validateWith } from './dynalite.ts';
+import { getTable, runAction, type Store, type TableDescription, validate, validateWith } from './dynalite.ts';
 import { errors } from './errors.ts';
 import type { StreamLog } from './streams/log.ts';
 import { type ViewType, viewTypes } from './streams/records.ts';

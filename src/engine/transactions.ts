@@ -5,13 +5,13 @@
  */
 import { createHash } from 'node:crypto';
 import {
-  type Item,
-  type Store,
-  type TableDescription,
   dynaliteDb,
   getTable,
+  type Item,
   requestTypes,
   runAction,
+  type Store,
+  type TableDescription,
   toEngineError,
   validate,
   validateWith,

@@ -4,7 +4,7 @@
  * normal REMOVE in the stream marked as done by the service, and an item whose expiry
  * changed since it was seen is left alone.
  */
-import { type Item, type MainDb, type Store, getTable, keyOf, levelKeys, validateWith } from './dynalite.ts';
+import { getTable, type Item, keyOf, levelKeys, type MainDb, type Store, validateWith } from './dynalite.ts';
 import { errors, isConditionalFailure } from './errors.ts';
 import type { ItemWriteOperation } from './items.ts';
 

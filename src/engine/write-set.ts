@@ -5,16 +5,7 @@
  * and to readers, gives us the old and new image of every item for its stream record,
  * and lets a transaction evaluate all its actions before anything is written.
  */
-import {
-  type Item,
-  type LevelOp,
-  type Store,
-  type SubDb,
-  type TableDescription,
-  dynaliteDb,
-  keyOf,
-  levelKeys,
-} from './dynalite.ts';
+import { dynaliteDb, type Item, keyOf, type LevelOp, levelKeys, type Store, type SubDb, type TableDescription } from './dynalite.ts';
 import type { StreamLog } from './streams/log.ts';
 import type { ItemChange } from './streams/records.ts';
 
@@ -107,7 +98,9 @@ export class WriteSet {
     const oldItem = this.reads.get(readKey(tableName, key));
     const table = this.tables.get(tableName);
     const image = newItem ?? oldItem;
-    this.ops.push(newItem ? { type: 'put', key: levelKeys.item(tableName, key), value: newItem } : { type: 'del', key: levelKeys.item(tableName, key) });
+    this.ops.push(
+      newItem ? { type: 'put', key: levelKeys.item(tableName, key), value: newItem } : { type: 'del', key: levelKeys.item(tableName, key) },
+    );
     if (table && image) {
       this.changes.push({ tableName, keys: keyOf(image, table), oldItem, newItem, byTtl: this.byTtl });
     }

@@ -199,13 +199,22 @@ test('BatchWriteItem puts and deletes', async () => {
   const result = await client.send(
     new BatchWriteItemCommand({
       RequestItems: {
-        [table]: [{ PutRequest: { Item: key(pk, 'a') } }, { PutRequest: { Item: key(pk, 'b') } }, { DeleteRequest: { Key: key(pk, 'gone') } }],
+        [table]: [
+          { PutRequest: { Item: key(pk, 'a') } },
+          { PutRequest: { Item: key(pk, 'b') } },
+          { DeleteRequest: { Key: key(pk, 'gone') } },
+        ],
       },
     }),
   );
   expect(result.UnprocessedItems).toEqual({});
   const { Items } = await client.send(
-    new QueryCommand({ TableName: table, KeyConditionExpression: 'pk = :p', ExpressionAttributeValues: { ':p': { S: pk } }, ConsistentRead: true }),
+    new QueryCommand({
+      TableName: table,
+      KeyConditionExpression: 'pk = :p',
+      ExpressionAttributeValues: { ':p': { S: pk } },
+      ConsistentRead: true,
+    }),
   );
   expect(Items?.map((i) => i.sk?.S)).toEqual(['a', 'b']);
 });

@@ -9,11 +9,11 @@ import {
   type StreamViewType,
 } from '@aws-sdk/client-dynamodb';
 import {
+  type _Record,
   DescribeStreamCommand,
   DynamoDBStreamsClient,
   GetRecordsCommand,
   GetShardIteratorCommand,
-  type _Record,
 } from '@aws-sdk/client-dynamodb-streams';
 import { inject } from 'vitest';
 import { waitFor } from './wait.ts';
@@ -74,10 +74,10 @@ export async function createTestTable(client: DynamoDBClient, options: TestTable
       StreamSpecification: stream ? { StreamEnabled: true, StreamViewType: stream } : undefined,
     }),
   );
-  await waitFor(
-    async () => (await client.send(new DescribeTableCommand({ TableName: name }))).Table?.TableStatus === 'ACTIVE',
-    { timeoutMs: 120_000, what: `table ${name} to become ACTIVE` },
-  );
+  await waitFor(async () => (await client.send(new DescribeTableCommand({ TableName: name }))).Table?.TableStatus === 'ACTIVE', {
+    timeoutMs: 120_000,
+    what: `table ${name} to become ACTIVE`,
+  });
   return { name, streamArn: result.TableDescription?.LatestStreamArn };
 }
 
@@ -100,13 +100,18 @@ export async function readStream(
       for (const shard of StreamDescription?.Shards ?? []) {
         const id = shard.ShardId as string;
         if (drained.has(id)) continue;
-        if (shard.ParentShardId && !drained.has(shard.ParentShardId) && StreamDescription?.Shards?.some((s) => s.ShardId === shard.ParentShardId)) {
+        if (
+          shard.ParentShardId &&
+          !drained.has(shard.ParentShardId) &&
+          StreamDescription?.Shards?.some((s) => s.ShardId === shard.ParentShardId)
+        ) {
           continue;
         }
         let iterator = iterators.get(id);
         if (iterator === undefined) {
-          iterator = (await streams.send(new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: id, ShardIteratorType: 'TRIM_HORIZON' })))
-            .ShardIterator;
+          iterator = (
+            await streams.send(new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: id, ShardIteratorType: 'TRIM_HORIZON' }))
+          ).ShardIterator;
         }
         while (iterator) {
           const page = await streams.send(new GetRecordsCommand({ ShardIterator: iterator }));

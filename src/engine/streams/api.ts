@@ -143,7 +143,9 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
         }
         position = type === 'AT_SEQUENCE_NUMBER' ? seq - 1 : seq;
         if (position < shard.trimmedThrough) {
-          throw errors.trimmedDataAccess(`The sequence number ${data.SequenceNumber} is older than the trim horizon of shard ${shard.shardId}`);
+          throw errors.trimmedDataAccess(
+            `The sequence number ${data.SequenceNumber} is older than the trim horizon of shard ${shard.shardId}`,
+          );
         }
       }
       return { ShardIterator: encode({ arn: stream.arn, shardId: shard.shardId, position, issuedAt: now(), epoch: stream.iteratorEpoch }) };

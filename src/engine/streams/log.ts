@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KeySchemaElement, LevelOp, MainDb } from '../dynalite.ts';
-import { type ItemChange, type StreamRecord, type ViewType, buildRecord, unchanged } from './records.ts';
+import { buildRecord, type ItemChange, type StreamRecord, unchanged, type ViewType } from './records.ts';
 
 export interface StreamLogOptions {
   /** How long a shard stays open before it closes and gets a child (DynamoDB: about 4 hours). */
@@ -301,4 +301,3 @@ export class StreamLog {
     return this.metaWrites;
   }
 }
-

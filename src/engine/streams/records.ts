@@ -1,6 +1,6 @@
 /** Building DynamoDB Streams records from item changes. */
 import { randomBytes } from 'node:crypto';
-import { type Item, dynaliteDb } from '../dynalite.ts';
+import { dynaliteDb, type Item } from '../dynalite.ts';
 
 export type ViewType = 'KEYS_ONLY' | 'NEW_IMAGE' | 'OLD_IMAGE' | 'NEW_AND_OLD_IMAGES';
 export const viewTypes: readonly ViewType[] = ['KEYS_ONLY', 'NEW_IMAGE', 'OLD_IMAGE', 'NEW_AND_OLD_IMAGES'];

@@ -1,0 +1,75 @@
+/** The flags of `npm run engine`. */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { EngineOptions } from './index.ts';
+
+export const help = `Usage: npm run engine -- [flags]
+
+Runs Runplane's embedded DynamoDB-compatible engine (DynamoDB and DynamoDB Streams
+on one port). Point any AWS SDK or the AWS CLI at it with --endpoint-url.
+
+Flags:
+  --port N               port to listen on (default 8000; 0 picks a free one)
+  --host ADDR            address to listen on (default 127.0.0.1)
+  --data DIR             keep data in DIR across restarts (default .runplane/data)
+  --in-memory            keep nothing on disk
+  --iterator-ttl DUR     shard iterator lifetime (default 15m)
+  --stream-retention DUR how long stream records are kept (default 24h)
+  --shard-max-age DUR    a shard closes and gets a child after this long (default 4h)
+  --shard-max-records N  ... or after this many records (default 100000)
+  --ttl-interval DUR     how often expired items are looked for (default 10s)
+  --ttl-delay DUR        how late after expiry items are deleted (default 0s)
+  -h, --help             show this help
+
+Durations take a unit: 500ms, 30s, 15m, 24h.
+`;
+
+const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+function duration(flag: string, value: string | undefined) {
+  if (value === undefined) return undefined;
+  const match = /^(\d+)(ms|s|m|h)$/.exec(value);
+  if (!match) throw new Error(`--${flag} must be a duration such as 500ms, 30s, 15m or 24h (got "${value}")`);
+  return Number(match[1]) * (units[match[2] as string] as number);
+}
+
+function integer(flag: string, value: string | undefined, min: number, max: number) {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < min || n > max)
+    throw new Error(`--${flag} must be a whole number from ${min} to ${max} (got "${value}")`);
+  return n;
+}
+
+export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      data: { type: 'string' },
+      'in-memory': { type: 'boolean' },
+      'iterator-ttl': { type: 'string' },
+      'stream-retention': { type: 'string' },
+      'shard-max-age': { type: 'string' },
+      'shard-max-records': { type: 'string' },
+      'ttl-interval': { type: 'string' },
+      'ttl-delay': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) return 'help';
+  if (values['in-memory'] && values.data) throw new Error('--in-memory and --data exclude each other: choose one');
+  return {
+    port: integer('port', values.port, 0, 65535) ?? 8000,
+    host: values.host ?? '127.0.0.1',
+    dataDir: values['in-memory'] ? undefined : resolve(values.data ?? '.runplane/data'),
+    iteratorTtlMs: duration('iterator-ttl', values['iterator-ttl']),
+    streamRetentionMs: duration('stream-retention', values['stream-retention']),
+    shardMaxAgeMs: duration('shard-max-age', values['shard-max-age']),
+    shardMaxRecords: integer('shard-max-records', values['shard-max-records'], 1, 10_000_000),
+    ttlSweepIntervalMs: duration('ttl-interval', values['ttl-interval']),
+    ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
+  };
+}

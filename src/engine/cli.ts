@@ -1,0 +1,33 @@
+/** `npm run engine -- [flags]`: the embedded engine on its own, for other tools and processes. */
+import { help, parseEngineArgs } from './args.ts';
+import { type EngineOptions, startEngine } from './index.ts';
+
+async function main() {
+  let options: EngineOptions | 'help';
+  try {
+    options = parseEngineArgs(process.argv.slice(2));
+  } catch (err) {
+    console.error(`engine: ${(err as Error).message}\n\n${help}`);
+    process.exit(2);
+  }
+  if (options === 'help') {
+    console.log(help);
+    return;
+  }
+  const engine = await startEngine(options);
+  console.log(
+    `engine: DynamoDB and DynamoDB Streams on ${engine.endpoint} (${options.dataDir ? `data in ${options.dataDir}` : 'in memory'})`,
+  );
+  const stop = async (signal: string) => {
+    console.log(`engine: ${signal}, closing`);
+    await engine.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+}
+
+main().catch((err) => {
+  console.error(`engine: ${(err as Error).message}`);
+  process.exit(1);
+});

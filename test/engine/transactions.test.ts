@@ -1,0 +1,297 @@
+import {
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  TransactGetItemsCommand,
+  type TransactWriteItem,
+  TransactWriteItemsCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { createTestTable, dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
+
+const client = dynamoClient({ maxAttempts: 1 });
+let table: string;
+let streamArn: string;
+
+beforeAll(async () => {
+  const created = await createTestTable(client);
+  table = created.name;
+  streamArn = created.streamArn as string;
+});
+
+const key = (pk: string, sk = 'a') => ({ pk: { S: pk }, sk: { S: sk } });
+
+async function failure(promise: Promise<unknown>) {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error & Record<string, unknown>;
+  }
+  throw new Error('expected the request to fail');
+}
+
+const get = async (k: ReturnType<typeof key>) =>
+  (await client.send(new GetItemCommand({ TableName: table, Key: k, ConsistentRead: true }))).Item;
+
+describe('TransactWriteItems', () => {
+  test('applies Put, Update, Delete and ConditionCheck together', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk, 'meta'), status: { S: 'RUNNING' } } }));
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk, 'budget'), spent: { N: '0' } } }));
+    await client.send(new PutItemCommand({ TableName: table, Item: key(pk, 'old') }));
+    await client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          {
+            ConditionCheck: {
+              TableName: table,
+              Key: key(pk, 'meta'),
+              ConditionExpression: '#s = :running',
+              ExpressionAttributeNames: { '#s': 'status' },
+              ExpressionAttributeValues: { ':running': { S: 'RUNNING' } },
+            },
+          },
+          { Put: { TableName: table, Item: { ...key(pk, 'evt#1'), type: { S: 'x' } }, ConditionExpression: 'attribute_not_exists(pk)' } },
+          {
+            Update: {
+              TableName: table,
+              Key: key(pk, 'budget'),
+              UpdateExpression: 'ADD spent :c',
+              ExpressionAttributeValues: { ':c': { N: '5' } },
+            },
+          },
+          { Delete: { TableName: table, Key: key(pk, 'old') } },
+        ],
+      }),
+    );
+    expect(await get(key(pk, 'evt#1'))).toEqual({ ...key(pk, 'evt#1'), type: { S: 'x' } });
+    expect((await get(key(pk, 'budget')))?.spent).toEqual({ N: '5' });
+    expect(await get(key(pk, 'old'))).toBeUndefined();
+  });
+
+  test('one failed condition cancels everything, with a reason per action and the item when asked', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk, 'evt#1'), type: { S: 'first' } } }));
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk, 'budget'), spent: { N: '0' } } }));
+    const err = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Update: {
+                TableName: table,
+                Key: key(pk, 'budget'),
+                UpdateExpression: 'ADD spent :c',
+                ExpressionAttributeValues: { ':c': { N: '5' } },
+              },
+            },
+            {
+              Put: {
+                TableName: table,
+                Item: { ...key(pk, 'evt#1'), type: { S: 'second' } },
+                ConditionExpression: 'attribute_not_exists(pk)',
+                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+              },
+            },
+          ],
+        }),
+      ),
+    );
+    expect(err.name).toBe('TransactionCanceledException');
+    expect(err.message).toMatch(/\[None, ConditionalCheckFailed\]/);
+    expect(err.CancellationReasons).toEqual([
+      { Code: 'None' },
+      { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed', Item: { ...key(pk, 'evt#1'), type: { S: 'first' } } },
+    ]);
+    expect((await get(key(pk, 'budget')))?.spent).toEqual({ N: '0' });
+  });
+
+  test('two actions on one item are refused with ValidationException', async () => {
+    const pk = uniqueName();
+    const err = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [{ Put: { TableName: table, Item: key(pk) } }, { Delete: { TableName: table, Key: key(pk) } }],
+        }),
+      ),
+    );
+    expect(err.name).toBe('ValidationException');
+    expect(err.message).toBe('Transaction request cannot include multiple operations on one item');
+    expect(await get(key(pk))).toBeUndefined();
+  });
+
+  test('more than 100 actions are refused with ValidationException', async () => {
+    const pk = uniqueName();
+    const items: TransactWriteItem[] = Array.from({ length: 101 }, (_, i) => ({ Put: { TableName: table, Item: key(pk, String(i)) } }));
+    const err = await failure(client.send(new TransactWriteItemsCommand({ TransactItems: items })));
+    expect(err.name).toBe('ValidationException');
+    expect(err.message).toMatch(/transactItems.*less than or equal to 100/);
+    expect(await get(key(pk, '0'))).toBeUndefined();
+  });
+
+  test('exactly 100 actions are accepted', async () => {
+    const pk = uniqueName();
+    const items: TransactWriteItem[] = Array.from({ length: 100 }, (_, i) => ({ Put: { TableName: table, Item: key(pk, String(i)) } }));
+    await client.send(new TransactWriteItemsCommand({ TransactItems: items }));
+    const { Count } = await client.send(
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :p',
+        ExpressionAttributeValues: { ':p': { S: pk } },
+        ConsistentRead: true,
+      }),
+    );
+    expect(Count).toBe(100);
+  });
+
+  test('an action on a missing table refuses the whole transaction', async () => {
+    const pk = uniqueName();
+    const err = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [{ Put: { TableName: table, Item: key(pk) } }, { Put: { TableName: uniqueName('missing'), Item: key(pk) } }],
+        }),
+      ),
+    );
+    expect(err.name).toBe('ResourceNotFoundException');
+    expect(await get(key(pk))).toBeUndefined();
+  });
+
+  test('a ClientRequestToken makes a retry return success without applying again', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), n: { N: '0' } } }));
+    const increment = (token: string, by = '1') =>
+      client.send(
+        new TransactWriteItemsCommand({
+          ClientRequestToken: token,
+          TransactItems: [
+            { Update: { TableName: table, Key: key(pk), UpdateExpression: 'ADD n :by', ExpressionAttributeValues: { ':by': { N: by } } } },
+          ],
+        }),
+      );
+    const token = uniqueName('token');
+    await increment(token);
+    await increment(token);
+    expect((await get(key(pk)))?.n).toEqual({ N: '1' });
+
+    const mismatch = await failure(increment(token, '2'));
+    expect(mismatch.name).toBe('IdempotentParameterMismatchException');
+    expect((await get(key(pk)))?.n).toEqual({ N: '1' });
+
+    await increment(uniqueName('token'));
+    expect((await get(key(pk)))?.n).toEqual({ N: '2' });
+  });
+
+  test('a transaction produces one stream record per changed item', async () => {
+    const pk = uniqueName();
+    await client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [{ Put: { TableName: table, Item: key(pk, 'x') } }, { Put: { TableName: table, Item: key(pk, 'y') } }],
+      }),
+    );
+    const mine = (
+      await readStream(streamsClient(), streamArn, (all) => all.filter((r) => r.dynamodb?.Keys?.pk?.S === pk).length >= 2)
+    ).filter((r) => r.dynamodb?.Keys?.pk?.S === pk);
+    expect(mine.map((r) => [r.eventName, r.dynamodb?.Keys?.sk?.S])).toEqual([
+      ['INSERT', 'x'],
+      ['INSERT', 'y'],
+    ]);
+  });
+});
+
+describe('TransactGetItems', () => {
+  test('reads several items at once, absent ones as empty responses', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk, 'a'), v: { N: '1' }, w: { N: '2' } } }));
+    const { Responses } = await client.send(
+      new TransactGetItemsCommand({
+        TransactItems: [
+          { Get: { TableName: table, Key: key(pk, 'a'), ProjectionExpression: 'v' } },
+          { Get: { TableName: table, Key: key(pk, 'missing') } },
+        ],
+      }),
+    );
+    expect(Responses).toEqual([{ Item: { v: { N: '1' } } }, {}]);
+  });
+});
+
+test('no reader ever sees half a transaction, while transfers and reads run concurrently', async () => {
+  const pk = uniqueName();
+  await client.send(
+    new TransactWriteItemsCommand({
+      TransactItems: [
+        { Put: { TableName: table, Item: { ...key(pk, 'left'), v: { N: '100' } } } },
+        { Put: { TableName: table, Item: { ...key(pk, 'right'), v: { N: '100' } } } },
+      ],
+    }),
+  );
+  const transfer = (amount: number) =>
+    client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          {
+            Update: {
+              TableName: table,
+              Key: key(pk, 'left'),
+              UpdateExpression: 'ADD v :a',
+              ExpressionAttributeValues: { ':a': { N: String(-amount) } },
+            },
+          },
+          {
+            Update: {
+              TableName: table,
+              Key: key(pk, 'right'),
+              UpdateExpression: 'ADD v :a',
+              ExpressionAttributeValues: { ':a': { N: String(amount) } },
+            },
+          },
+        ],
+      }),
+    );
+  const sums: number[] = [];
+  let writing = true;
+  const readers = Array.from({ length: 4 }, async (_, reader) => {
+    while (writing) {
+      if (reader % 2 === 0) {
+        const { Responses } = await client.send(
+          new TransactGetItemsCommand({
+            TransactItems: [{ Get: { TableName: table, Key: key(pk, 'left') } }, { Get: { TableName: table, Key: key(pk, 'right') } }],
+          }),
+        );
+        sums.push(Number(Responses?.[0]?.Item?.v?.N) + Number(Responses?.[1]?.Item?.v?.N));
+      } else {
+        const { Items } = await client.send(
+          new QueryCommand({
+            TableName: table,
+            KeyConditionExpression: 'pk = :p',
+            ExpressionAttributeValues: { ':p': { S: pk } },
+            ConsistentRead: true,
+          }),
+        );
+        sums.push((Items ?? []).reduce((sum, item) => sum + Number(item.v?.N), 0));
+      }
+    }
+  });
+  // Also contend with single-item writes on the same items: they must wait for the transactions.
+  const writers = Array.from({ length: 8 }, async (_, w) => {
+    for (let i = 0; i < 25; i++) await transfer(((w + i) % 7) - 3);
+  });
+  const touches = (async () => {
+    for (let i = 0; i < 25; i++) {
+      await client.send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: key(pk, 'left'),
+          UpdateExpression: 'SET touched = :t',
+          ExpressionAttributeValues: { ':t': { N: String(i) } },
+        }),
+      );
+    }
+  })();
+  await Promise.all([...writers, touches]);
+  writing = false;
+  await Promise.all(readers);
+  expect(sums.length).toBeGreaterThan(20);
+  expect(sums.filter((s) => s !== 200)).toEqual([]);
+});

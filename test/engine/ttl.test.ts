@@ -1,0 +1,104 @@
+import {
+  DescribeTimeToLiveCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
+import { afterEach, describe, expect, test } from 'vitest';
+import { createTestTable, dynamoClient, readStream, uniqueName } from '../support/aws.ts';
+import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { waitFor } from '../support/wait.ts';
+
+async function failure(promise: Promise<unknown>) {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected the request to fail');
+}
+
+const enableTtl = (client: DynamoDBClient, table: string) =>
+  client.send(new UpdateTimeToLiveCommand({ TableName: table, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expiresAt' } }));
+
+describe('UpdateTimeToLive and DescribeTimeToLive', () => {
+  const client = dynamoClient({ maxAttempts: 1 });
+
+  test('TTL starts disabled, is enabled on an attribute, and cannot be enabled twice', async () => {
+    const { name } = await createTestTable(client, { stream: false });
+    expect((await client.send(new DescribeTimeToLiveCommand({ TableName: name }))).TimeToLiveDescription?.TimeToLiveStatus).toBe(
+      'DISABLED',
+    );
+    const { TimeToLiveSpecification } = await enableTtl(client, name);
+    expect(TimeToLiveSpecification).toEqual({ Enabled: true, AttributeName: 'expiresAt' });
+    await waitFor(async () => {
+      const { TimeToLiveDescription } = await client.send(new DescribeTimeToLiveCommand({ TableName: name }));
+      return TimeToLiveDescription?.TimeToLiveStatus === 'ENABLED' && TimeToLiveDescription.AttributeName === 'expiresAt';
+    });
+    expect((await failure(enableTtl(client, name))).name).toBe('ValidationException');
+  });
+
+  test('a missing table is ResourceNotFoundException', async () => {
+    expect((await failure(client.send(new DescribeTimeToLiveCommand({ TableName: uniqueName('missing') })))).name).toBe(
+      'ResourceNotFoundException',
+    );
+    expect((await failure(enableTtl(client, uniqueName('missing')))).name).toBe('ResourceNotFoundException');
+  });
+});
+
+describe.skipIf(onlyEmbedded)('the TTL sweeper', () => {
+  const leftovers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    await Promise.all(leftovers.splice(0).map((dispose) => dispose()));
+  });
+
+  test('deletes items past their expiry plus the delay, as REMOVE records done by the service', async () => {
+    const clock = manualClock();
+    const { engine, client, streams } = await ownEngine({ now: clock.now, ttlDeleteDelayMs: 60_000, ttlSweepIntervalMs: 3_600_000 });
+    leftovers.push(() => engine.close());
+    const { name, streamArn } = await createTestTable(client);
+    await enableTtl(client, name);
+    const nowSeconds = Math.floor(clock.now() / 1000);
+    const put = (sk: string, expiresAt?: { N: string } | { S: string }) =>
+      client.send(new PutItemCommand({ TableName: name, Item: { pk: { S: 'p' }, sk: { S: sk }, ...(expiresAt ? { expiresAt } : {}) } }));
+    await put('expired', { N: String(nowSeconds - 10) });
+    await put('future', { N: String(nowSeconds + 3600) });
+    await put('no-expiry');
+    await put('not-a-number', { S: 'soon' });
+    await put('ancient', { N: String(nowSeconds - 6 * 365 * 24 * 3600) });
+    const exists = async (sk: string) =>
+      (await client.send(new GetItemCommand({ TableName: name, Key: { pk: { S: 'p' }, sk: { S: sk } } }))).Item !== undefined;
+
+    // Expired, but not yet past the delay: still there (reads must filter expired rows themselves).
+    expect(await engine.control.sweepTtl()).toBe(0);
+    expect(await exists('expired')).toBe(true);
+
+    clock.advance(61_000);
+    expect(await engine.control.sweepTtl()).toBe(1);
+    expect(await exists('expired')).toBe(false);
+    for (const sk of ['future', 'no-expiry', 'not-a-number', 'ancient']) expect(await exists(sk)).toBe(true);
+
+    const removes = (await readStream(streams, streamArn as string, (all) => all.some((r) => r.eventName === 'REMOVE'))).filter(
+      (r) => r.eventName === 'REMOVE',
+    );
+    expect(removes).toHaveLength(1);
+    expect(removes[0]?.dynamodb?.Keys?.sk).toEqual({ S: 'expired' });
+    expect(removes[0]?.dynamodb?.OldImage?.expiresAt).toEqual({ N: String(nowSeconds - 10) });
+    expect(removes[0]?.userIdentity).toEqual({ PrincipalId: 'dynamodb.amazonaws.com', Type: 'Service' });
+  });
+
+  test('runs by itself on its interval', async () => {
+    const { engine, client } = await ownEngine({ ttlSweepIntervalMs: 20 });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    await enableTtl(client, name);
+    const key = { pk: { S: 'p' }, sk: { S: 'x' } };
+    await client.send(
+      new PutItemCommand({ TableName: name, Item: { ...key, expiresAt: { N: String(Math.floor(Date.now() / 1000) - 1) } } }),
+    );
+    await waitFor(async () => (await client.send(new GetItemCommand({ TableName: name, Key: key }))).Item === undefined, {
+      what: 'the sweeper to delete the expired item',
+    });
+  });
+});
