@@ -2,7 +2,7 @@ import { GetItemCommand, PutItemCommand, TransactWriteItemsCommand, UpdateItemCo
 import { DescribeStreamCommand, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient } from '../support/aws.ts';
-import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
 
 const key = (pk: string) => ({ pk: { S: pk }, sk: { S: 'a' } });
 
@@ -117,5 +117,41 @@ describe.skipIf(onlyEmbedded)('fault injection', () => {
     expect(fault.hits).toBe(0);
     expect(() => setup.engine.faults.inject({ operations: '*', error: 'Nope' as never })).toThrow(/unknown fault error/);
     expect(() => setup.engine.faults.inject({ operations: '*', probability: 2 })).toThrow(/probability/);
+  });
+});
+
+describe.skipIf(onlyEmbedded)('on a test clock', () => {
+  test('a ClientRequestToken is remembered for 10 minutes, then forgotten', async () => {
+    const clock = manualClock();
+    const { engine, client } = await ownEngine({ now: clock.now });
+    try {
+      const { name } = await createTestTable(client);
+      const increment = () =>
+        client.send(
+          new TransactWriteItemsCommand({
+            ClientRequestToken: 'same-token',
+            TransactItems: [
+              {
+                Update: {
+                  TableName: name,
+                  Key: key('n'),
+                  UpdateExpression: 'ADD n :one',
+                  ExpressionAttributeValues: { ':one': { N: '1' } },
+                },
+              },
+            ],
+          }),
+        );
+      const count = async () => (await client.send(new GetItemCommand({ TableName: name, Key: key('n') }))).Item?.n?.N;
+      await increment();
+      clock.advance(9 * 60_000);
+      await increment();
+      expect(await count()).toBe('1');
+      clock.advance(11 * 60_000);
+      await increment();
+      expect(await count()).toBe('2');
+    } finally {
+      await engine.close();
+    }
   });
 });

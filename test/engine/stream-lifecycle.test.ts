@@ -80,6 +80,14 @@ describe.skipIf(onlyEmbedded)('shard rollover', () => {
     const all = await shards(streams, arn);
     expect(all.length).toBe(3);
     expect(all.map((s) => s.ParentShardId)).toEqual([undefined, all[0]?.ShardId, all[1]?.ShardId]);
+    // DescribeStream pages through shards.
+    const page = (await streams.send(new DescribeStreamCommand({ StreamArn: arn, Limit: 2 }))).StreamDescription;
+    expect(page?.Shards?.map((s) => s.ShardId)).toEqual([all[0]?.ShardId, all[1]?.ShardId]);
+    expect(page?.LastEvaluatedShardId).toBe(all[1]?.ShardId);
+    const rest = (await streams.send(new DescribeStreamCommand({ StreamArn: arn, ExclusiveStartShardId: page?.LastEvaluatedShardId })))
+      .StreamDescription;
+    expect(rest?.Shards?.map((s) => s.ShardId)).toEqual([all[2]?.ShardId]);
+    expect(rest?.LastEvaluatedShardId).toBeUndefined();
     expect(sortKeys(await readStream(streams, arn, (records) => records.length >= 10))).toEqual(
       Array.from({ length: 10 }, (_, i) => String(i).padStart(2, '0')),
     );

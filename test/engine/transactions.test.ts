@@ -183,6 +183,39 @@ describe('TransactWriteItems', () => {
     expect((await get(key(pk)))?.n).toEqual({ N: '2' });
   });
 
+  test('concurrent calls with one ClientRequestToken apply once; the others succeed or are told it is in progress', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), n: { N: '0' } } }));
+    const token = uniqueName('token');
+    const outcomes = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        client
+          .send(
+            new TransactWriteItemsCommand({
+              ClientRequestToken: token,
+              TransactItems: [
+                {
+                  Update: {
+                    TableName: table,
+                    Key: key(pk),
+                    UpdateExpression: 'ADD n :one',
+                    ExpressionAttributeValues: { ':one': { N: '1' } },
+                  },
+                },
+              ],
+            }),
+          )
+          .then(
+            () => 'ok',
+            (err: Error) => err.name,
+          ),
+      ),
+    );
+    expect(outcomes).toContain('ok');
+    expect(outcomes.filter((o) => o !== 'ok' && o !== 'TransactionInProgressException')).toEqual([]);
+    expect((await get(key(pk)))?.n).toEqual({ N: '1' });
+  });
+
   test('a transaction produces one stream record per changed item', async () => {
     const pk = uniqueName();
     await client.send(
