@@ -6,8 +6,9 @@
  * goes through `validate` before an action runs: an action called with unparsed input
  * silently ignores its ConditionExpression.
  */
+import domain from 'node:domain';
 import { createRequire } from 'node:module';
-import { EngineError } from './errors.ts';
+import { EngineError, errors } from './errors.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -175,11 +176,22 @@ export function validateWith(validation: Validation, body: Record<string, unknow
   }
 }
 
-export function runAction(operation: DynaliteOperation, store: Store, data: Record<string, unknown>) {
+/**
+ * Runs a dynalite action. Some expressions that parse (begins_with on two maps, BETWEEN on
+ * attribute operands) make dynalite throw from inside a LevelDB callback, where no caller
+ * can catch it; a domain keeps that throw inside this request instead of ending the process.
+ * `onThrow` lets the caller release what the action held (its item lock).
+ */
+export function runAction(operation: DynaliteOperation, store: Store, data: Record<string, unknown>, onThrow?: () => void) {
   const action = actions.get(operation);
   if (!action) throw new Error(`no action for ${operation}`);
   return new Promise<Record<string, unknown>>((resolve, reject) => {
-    action(store, data, (err, result) => (err ? reject(toEngineError(err)) : resolve(result ?? {})));
+    const guard = domain.create();
+    guard.on('error', (err: Error) => {
+      onThrow?.();
+      reject(errors.validation(`An expression of this request could not be evaluated on an item: ${err.message}`));
+    });
+    guard.run(() => action(store, data, (err, result) => (err ? reject(toEngineError(err)) : resolve(result ?? {}))));
   });
 }
 

@@ -78,23 +78,27 @@ export class Faults {
   /** Applies the rules matching `operation`: waits out added latency, then throws an injected error. */
   async apply(operation: string, body?: Record<string, unknown>) {
     if (this.rules.size === 0) return;
-    for (const rule of [...this.rules]) {
+    // Decide which rules fire before waiting on any latency, so `times` counts calls exactly.
+    const fired: FaultRule[] = [];
+    for (const rule of this.rules) {
       if (rule.operations !== '*' && !rule.operations.includes(operation)) continue;
       if (this.random() >= (rule.probability ?? 1)) continue;
       rule.hits++;
       if (rule.times !== undefined && rule.hits >= rule.times) this.rules.delete(rule);
-      if (rule.latencyMs) await new Promise((resolve) => setTimeout(resolve, rule.latencyMs));
-      if (rule.error) {
-        if (rule.error === 'TransactionConflictException' && operation === 'TransactWriteItems') {
-          // Between transactions DynamoDB reports a conflict as a cancellation reason.
-          const count = Array.isArray(body?.TransactItems) ? body.TransactItems.length : 1;
-          const reasons = Array.from({ length: Math.max(count, 1) }, (_, i) =>
-            i === 0 ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' },
-          );
-          throw errors.transactionCanceled(reasons);
-        }
-        throw faultErrors[rule.error]();
-      }
+      fired.push(rule);
     }
+    const latency = fired.reduce((sum, rule) => sum + (rule.latencyMs ?? 0), 0);
+    if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
+    const error = fired.find((rule) => rule.error)?.error;
+    if (!error) return;
+    if (error === 'TransactionConflictException' && operation === 'TransactWriteItems') {
+      // Between transactions DynamoDB reports a conflict as a cancellation reason.
+      const count = Array.isArray(body?.TransactItems) ? body.TransactItems.length : 1;
+      const reasons = Array.from({ length: Math.max(count, 1) }, (_, i) =>
+        i === 0 ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' },
+      );
+      throw errors.transactionCanceled(reasons);
+    }
+    throw faultErrors[error]();
   }
 }

@@ -8,7 +8,7 @@ const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 export type Dispatch = (service: string, operation: string, body: Record<string, unknown>) => Promise<unknown>;
 
-export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unknown) => void) {
+export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unknown) => void, isClosing: () => boolean) {
   return function handle(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -22,6 +22,11 @@ export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unk
       if (size > MAX_REQUEST_BYTES) return send(res, 413, '');
       if (req.method === 'GET') return send(res, 200, 'healthy: dynamodb.us-east-1.amazonaws.com ', 'text/plain');
       if (req.method !== 'POST') return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
+      if (isClosing()) {
+        // Shutting down: run nothing new, and tell the client not to reuse this connection.
+        res.setHeader('Connection', 'close');
+        return send(res, 500, JSON.stringify(errors.internal('The engine is shutting down').toBody()));
+      }
       const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
       const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
       void respond(Buffer.concat(chunks).toString('utf8'), String(req.headers['x-amz-target'] ?? ''), replyType, res);

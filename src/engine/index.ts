@@ -144,7 +144,11 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     return work;
   };
 
-  const server: Server = createServer({ keepAliveTimeout: 60_000 }, createRequestHandler(tracked, onError));
+  let closing: Promise<void> | undefined;
+  const server: Server = createServer(
+    { keepAliveTimeout: 60_000 },
+    createRequestHandler(tracked, onError, () => closing !== undefined),
+  );
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -185,7 +189,6 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     return stream;
   };
 
-  let closing: Promise<void> | undefined;
   return {
     endpoint: `http://${host}:${address.port}`,
     port: address.port,
@@ -201,7 +204,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
         for (const timer of timers) timer.stop();
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
-        await Promise.allSettled([...inFlight, ...timers.map((t) => t.idle())]);
+        await Promise.allSettled(timers.map((t) => t.idle()));
+        while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         for (const socket of sockets) socket.destroy();
         await closed;
         await log.flush();

@@ -1,5 +1,5 @@
 /** Single-item writes (PutItem, UpdateItem, DeleteItem) and BatchWriteItem, each change with its stream record. */
-import { dynaliteDb, getTable, type Item, runAction, type Store, toEngineError, validate, validateWith } from './dynalite.ts';
+import { dynaliteDb, getTable, type Item, type Store, toEngineError, validate, validateWith } from './dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from './errors.ts';
 import type { StreamLog } from './streams/log.ts';
 import { WriteSet } from './write-set.ts';
@@ -29,7 +29,7 @@ export function createItemWrites(store: Store, log: StreamLog) {
     const data = validate(operation, body, store);
     const writeSet = new WriteSet(store, log, 'single', options.byTtl);
     try {
-      return await runAction(operation, writeSet.store, data);
+      return await writeSet.run(operation, data);
     } catch (err) {
       if (onFailure === 'ALL_OLD' && isConditionalFailure(err)) {
         const table = await getTable(store, data.TableName as string);
@@ -55,12 +55,12 @@ export function createItemWrites(store: Store, log: StreamLog) {
           throwBatchKeyError(dynaliteDb.validateItem(request.PutRequest.Item, table));
           options.Item = request.PutRequest.Item;
           key = dynaliteDb.createKey(request.PutRequest.Item, table);
-          writes.push(() => runAction('PutItem', new WriteSet(store, log, 'single').store, options));
+          writes.push(() => new WriteSet(store, log, 'single').run('PutItem', options));
         } else if (request.DeleteRequest) {
           throwBatchKeyError(dynaliteDb.validateKey(request.DeleteRequest.Key, table));
           options.Key = request.DeleteRequest.Key;
           key = dynaliteDb.createKey(request.DeleteRequest.Key, table);
-          writes.push(() => runAction('DeleteItem', new WriteSet(store, log, 'single').store, options));
+          writes.push(() => new WriteSet(store, log, 'single').run('DeleteItem', options));
         } else {
           continue;
         }

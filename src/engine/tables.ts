@@ -2,7 +2,7 @@
  * Table operations: dynalite does the table itself; we add what it drops, the
  * StreamSpecification (and the stream behind it) and TTL cleanup on delete.
  */
-import { getTable, runAction, type Store, type TableDescription, validate, validateWith } from './dynalite.ts';
+import { getTable, requestTypes, runAction, type Store, type TableDescription, validate, validateWith } from './dynalite.ts';
 import { errors } from './errors.ts';
 import type { StreamLog } from './streams/log.ts';
 import { type ViewType, viewTypes } from './streams/records.ts';
@@ -58,6 +58,7 @@ export function createTables(store: Store, log: StreamLog, forgetTtl: (table: st
     // With only a stream change there is nothing for dynalite to do (it would refuse the request).
     const tableOnly = Object.keys(rest).some((member) => member !== 'TableName' && rest[member] != null);
     const data = tableOnly || !spec ? validate('UpdateTable', rest, store) : undefined;
+    if (!data) validateWith({ types: { TableName: requestTypes('UpdateTable').TableName } }, { TableName: body.TableName }, store);
     const table = await getTable(store, body.TableName as string, false);
     const current = log.current(table.TableName);
     if (spec?.StreamEnabled && current) {

@@ -29,9 +29,13 @@ function pick(types: Record<string, unknown>, names: string[]) {
 }
 
 const expressionMembers = ['TableName', 'ConditionExpression', 'ExpressionAttributeNames', 'ExpressionAttributeValues'];
-const member = (type: string, children: Record<string, unknown>) => ({
+const member = (type: string, children: Record<string, unknown>, required: string[] = []) => ({
   type: `FieldStruct<${type}>`,
-  children: { ...children, ReturnValuesOnConditionCheckFailure: returnValuesOnFailureSpec },
+  children: {
+    ...children,
+    ...Object.fromEntries(required.map((name) => [name, { ...(children[name] as object), notNull: true }])),
+    ReturnValuesOnConditionCheckFailure: returnValuesOnFailureSpec,
+  },
 });
 const writeSpec = {
   types: {
@@ -43,10 +47,14 @@ const writeSpec = {
       children: {
         type: 'ValueStruct<TransactWriteItem>',
         children: {
-          ConditionCheck: member('ConditionCheck', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers])),
+          ConditionCheck: member('ConditionCheck', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers]), [
+            'ConditionExpression',
+          ]),
           Put: member('Put', pick(requestTypes('PutItem'), ['Item', ...expressionMembers])),
           Delete: member('Delete', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers])),
-          Update: member('Update', pick(requestTypes('UpdateItem'), ['Key', 'UpdateExpression', ...expressionMembers])),
+          Update: member('Update', pick(requestTypes('UpdateItem'), ['Key', 'UpdateExpression', ...expressionMembers]), [
+            'UpdateExpression',
+          ]),
         },
       },
     },
@@ -107,9 +115,6 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
       const kind = kinds[0];
       if (kinds.length !== 1 || !kind) throw errors.validation('TransactItems can only contain one of Check, Put, Update or Delete');
       const { ReturnValuesOnConditionCheckFailure, ...request } = item[kind] as Record<string, unknown>;
-      if (kind === 'ConditionCheck' && !request.ConditionExpression) {
-        throw errors.validation('The parameter ConditionExpression is required for a ConditionCheck');
-      }
       const data = validate(operationOf[kind], request, store);
       const table = await getTable(store, data.TableName as string);
       const key = (kind === 'Put' ? data.Item : data.Key) as Item;
@@ -148,10 +153,16 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
         const current = await new Promise<Item | undefined>((resolve, reject) =>
           writeSet.store.getItemDb(action.table.TableName).get(action.lockKey, (err, item) => (err ? reject(err) : resolve(item))),
         );
-        const failed = dynaliteDb.checkConditional(action.data, current);
+        let failed: unknown;
+        try {
+          failed = dynaliteDb.checkConditional(action.data, current);
+        } catch {
+          // A comparison dynalite cannot evaluate on this item is false, as in DynamoDB.
+          failed = errors.conditionalCheckFailed();
+        }
         if (failed) throw toEngineError(failed);
       } else {
-        await runAction(operationOf[action.kind], writeSet.store, action.data);
+        await writeSet.run(operationOf[action.kind], action.data);
       }
       return undefined;
     } catch (err) {

@@ -5,7 +5,7 @@
  * changed since it was seen is left alone.
  */
 import { getTable, type Item, keyOf, levelKeys, type MainDb, type Store, validateWith } from './dynalite.ts';
-import { errors, isConditionalFailure } from './errors.ts';
+import { EngineError, errors, isConditionalFailure } from './errors.ts';
 import type { ItemWriteOperation } from './items.ts';
 
 export interface TtlOptions {
@@ -117,7 +117,10 @@ export function createTtl(store: Store, db: MainDb, write: Write, now: () => num
           );
           deleted++;
         } catch (err) {
-          if (!isConditionalFailure(err)) throw err;
+          // Renewed since we looked (condition failed), or the table went away mid-sweep.
+          if (isConditionalFailure(err)) continue;
+          if (err instanceof EngineError && err.code === 'ResourceNotFoundException') break;
+          throw err;
         }
       }
     }

@@ -5,7 +5,19 @@
  * and to readers, gives us the old and new image of every item for its stream record,
  * and lets a transaction evaluate all its actions before anything is written.
  */
-import { dynaliteDb, type Item, keyOf, type LevelOp, levelKeys, type Store, type SubDb, type TableDescription } from './dynalite.ts';
+import {
+  type DynaliteOperation,
+  dynaliteDb,
+  type Item,
+  keyOf,
+  type LevelOp,
+  levelKeys,
+  runAction,
+  type Store,
+  type SubDb,
+  type TableDescription,
+} from './dynalite.ts';
+import { errors } from './errors.ts';
 import type { StreamLog } from './streams/log.ts';
 import type { ItemChange } from './streams/records.ts';
 
@@ -20,6 +32,10 @@ export class WriteSet {
   private readonly changes: ItemChange[] = [];
   private readonly reads = new Map<string, Item | undefined>();
   private readonly tables = new Map<string, TableDescription>();
+  /** Releases of the item locks taken by the running action (to free them if it throws). */
+  private readonly held: (() => void)[] = [];
+  /** The request of the action running now: its condition is tried before dynalite sees the item. */
+  private request: Record<string, unknown> | undefined;
   /** The stand-in store to hand to dynalite's actions. */
   readonly store: Store;
 
@@ -33,6 +49,14 @@ export class WriteSet {
       getTable: { value: this.getTable.bind(this) },
       getItemDb: { value: this.itemDb.bind(this) },
       getIndexDb: { value: this.indexDb.bind(this) },
+    });
+  }
+
+  /** Runs one of dynalite's item actions against this write set. */
+  run(operation: DynaliteOperation, data: Record<string, unknown>) {
+    this.request = data;
+    return runAction(operation, this.store, data, () => {
+      for (const release of this.held.splice(0)) release();
     });
   }
 
@@ -57,8 +81,9 @@ export class WriteSet {
   }
 
   private getTable(name: string, checkStatus: unknown, cb?: (err: Error | null | undefined, table?: TableDescription) => void) {
+    // dynalite's two-argument form (name, cb) means "only an ACTIVE table": keep that.
     const done = (typeof checkStatus === 'function' ? checkStatus : cb) as NonNullable<typeof cb>;
-    this.real.getTable(name, checkStatus === true, (err, table) => {
+    this.real.getTable(name, typeof checkStatus === 'function' || Boolean(checkStatus), (err, table) => {
       if (table) this.tables.set(name, table);
       done(err, table);
     });
@@ -67,11 +92,22 @@ export class WriteSet {
   private itemDb(tableName: string): SubDb {
     const real = this.real.getItemDb(tableName);
     return {
-      lock: this.mode === 'single' ? real.lock : (_key, exec) => exec((done) => done),
+      lock:
+        this.mode === 'single'
+          ? (key, exec) =>
+              real.lock(key, (release) => {
+                this.held.push(release(() => undefined));
+                exec(release);
+              })
+          : (_key, exec) => exec((done) => done),
       get: (key, cb) =>
         real.get(key, (err, item) => {
-          if (!err || err.name === 'NotFoundError') this.reads.set(readKey(tableName, key), item ?? undefined);
-          cb(err, item);
+          if (err && err.name !== 'NotFoundError') return cb(err);
+          this.reads.set(readKey(tableName, key), item ?? undefined);
+          // A condition dynalite cannot evaluate on this item would throw inside its callback.
+          // DynamoDB treats such a comparison as false: the condition fails.
+          if (this.request && unevaluable(this.request, item ?? undefined)) return cb(errors.conditionalCheckFailed());
+          cb(null, item);
         }),
       put: (key, item, cb) => this.stageItem(tableName, key, item as Item, cb),
       del: (key, cb) => this.stageItem(tableName, key, undefined, cb),
@@ -110,3 +146,12 @@ export class WriteSet {
 }
 
 const readKey = (table: string, key: string) => `${table}\u0000${key}`;
+
+function unevaluable(request: Record<string, unknown>, item: Item | undefined) {
+  try {
+    dynaliteDb.checkConditional(request, item);
+    return false;
+  } catch {
+    return true;
+  }
+}

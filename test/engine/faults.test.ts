@@ -110,6 +110,21 @@ describe.skipIf(onlyEmbedded)('fault injection', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(145);
   });
 
+  test('`times` counts calls exactly, even while other rules add latency', async () => {
+    using _slow = setup.engine.faults.inject({ operations: ['GetItem'], latencyMs: 50 });
+    using once = setup.engine.faults.inject({ operations: ['GetItem'], error: 'ThrottlingException', times: 1 });
+    const outcomes = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        setup.client.send(new GetItemCommand({ TableName: table, Key: key('t') })).then(
+          () => 'ok',
+          (err: Error) => err.name,
+        ),
+      ),
+    );
+    expect(outcomes.filter((o) => o === 'ThrottlingException')).toHaveLength(1);
+    expect(once.hits).toBe(1);
+  });
+
   test('a removed rule stops firing; bad rules are refused', async () => {
     const fault = setup.engine.faults.inject({ operations: ['GetItem'], error: 'InternalServerError' });
     fault.remove();

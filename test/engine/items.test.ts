@@ -218,3 +218,45 @@ test('BatchWriteItem puts and deletes', async () => {
   );
   expect(Items?.map((i) => i.sk?.S)).toEqual(['a', 'b']);
 });
+
+describe('expressions dynalite cannot evaluate on an item', () => {
+  test('begins_with on two maps is a false condition, not a crash, and the item stays writable', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), m1: { M: {} }, m2: { M: {} } } }));
+    const err = await failure(
+      client.send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: key(pk),
+          UpdateExpression: 'SET x = :x',
+          ConditionExpression: 'begins_with(m1, m2)',
+          ExpressionAttributeValues: { ':x': { S: '1' } },
+        }),
+      ),
+    );
+    expect(err.name).toBe('ConditionalCheckFailedException');
+    // The item's lock was released: the next write goes through.
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), x: { S: '2' } } }));
+    expect((await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true }))).Item?.x).toEqual({ S: '2' });
+  });
+
+  test('a filter that cannot be evaluated answers the request instead of ending the engine', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), m1: { M: {} }, m2: { M: {} } } }));
+    const outcome = await client
+      .send(
+        new QueryCommand({
+          TableName: table,
+          KeyConditionExpression: 'pk = :p',
+          FilterExpression: 'begins_with(m1, m2)',
+          ExpressionAttributeValues: { ':p': { S: pk } },
+        }),
+      )
+      .then(
+        (result) => result.Items?.length,
+        (err: Error) => err.name,
+      );
+    expect([0, 'ValidationException']).toContain(outcome);
+    expect((await client.send(new GetItemCommand({ TableName: table, Key: key(pk) }))).Item).toBeDefined();
+  });
+});

@@ -141,6 +141,19 @@ describe.skipIf(onlyEmbedded)('iterator expiry', () => {
     expect(sortKeys(fresh.Records ?? [])).toEqual(['1']);
   });
 
+  test("a shard's StartingSequenceNumber is a valid AT_ and AFTER_SEQUENCE_NUMBER position", async () => {
+    const { streams, arn, put } = await setUp();
+    await put('1');
+    const [shard] = await shards(streams, arn);
+    const start = shard?.SequenceNumberRange?.StartingSequenceNumber as string;
+    for (const type of ['AT_SEQUENCE_NUMBER', 'AFTER_SEQUENCE_NUMBER']) {
+      const page = await streams.send(
+        new GetRecordsCommand({ ShardIterator: await iterator(streams, arn, shard?.ShardId as string, type, start) }),
+      );
+      expect(sortKeys(page.Records ?? [])).toEqual(['1']);
+    }
+  });
+
   test('a garbled iterator is a ValidationException', async () => {
     const { streams } = await setUp();
     expect((await failure(streams.send(new GetRecordsCommand({ ShardIterator: 'not-an-iterator' })))).name).toBe('ValidationException');
@@ -164,6 +177,21 @@ describe.skipIf(onlyEmbedded)('trimming', () => {
     expect((await failure(iterator(streams, arn, shardId, 'AT_SEQUENCE_NUMBER', first))).name).toBe('TrimmedDataAccessException');
     const horizon = await streams.send(new GetRecordsCommand({ ShardIterator: await iterator(streams, arn, shardId) }));
     expect(sortKeys(horizon.Records ?? [])).toEqual(['3']);
+  });
+
+  test('a shard trimmed empty and then closed keeps the range of the records it held', async () => {
+    const { engine, streams, table, arn, put } = await setUp();
+    await put('1');
+    await put('2');
+    const [shard] = await shards(streams, arn);
+    const shardId = shard?.ShardId as string;
+    const records = (await streams.send(new GetRecordsCommand({ ShardIterator: await iterator(streams, arn, shardId) }))).Records ?? [];
+    const lastSeq = records.at(-1)?.dynamodb?.SequenceNumber as string;
+    await engine.control.trimStream(table);
+    engine.control.rolloverShard(table);
+    const [closed] = await shards(streams, arn);
+    expect(BigInt(closed?.SequenceNumberRange?.EndingSequenceNumber as string)).toBeGreaterThanOrEqual(BigInt(lastSeq));
+    expect((await failure(iterator(streams, arn, shardId, 'AT_SEQUENCE_NUMBER', lastSeq))).name).toBe('TrimmedDataAccessException');
   });
 
   test('records older than the retention are trimmed by themselves', async () => {

@@ -145,6 +145,39 @@ describe('TransactWriteItems', () => {
     expect(Count).toBe(100);
   });
 
+  test('an Update without UpdateExpression, or a ConditionCheck without ConditionExpression, is a ValidationException', async () => {
+    const pk = uniqueName();
+    for (const item of [
+      { Update: { TableName: table, Key: key(pk) } },
+      { ConditionCheck: { TableName: table, Key: key(pk) } },
+    ] as unknown as TransactWriteItem[]) {
+      const err = await failure(
+        client.send(new TransactWriteItemsCommand({ TransactItems: [item, { Put: { TableName: table, Item: key(pk, 'x') } }] })),
+      );
+      expect(err.name).toBe('ValidationException');
+      expect(err.message).toMatch(/Expression.*must not be null/);
+    }
+    expect(await get(key(pk, 'x'))).toBeUndefined();
+  });
+
+  test('a condition that cannot be evaluated on the item counts as failed', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), m1: { M: {} }, m2: { M: {} } } }));
+    const err = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            { ConditionCheck: { TableName: table, Key: key(pk), ConditionExpression: 'begins_with(m1, m2)' } },
+            { Put: { TableName: table, Item: key(pk, 'y') } },
+          ],
+        }),
+      ),
+    );
+    expect(err.name).toBe('TransactionCanceledException');
+    expect((err.CancellationReasons as { Code: string }[])[0]?.Code).toBe('ConditionalCheckFailed');
+    expect(await get(key(pk, 'y'))).toBeUndefined();
+  });
+
   test('an action on a missing table refuses the whole transaction', async () => {
     const pk = uniqueName();
     const err = await failure(

@@ -135,13 +135,13 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
         position = lastVisible(shard)?.seq ?? Math.max(shard.trimmedThrough, shard.startSeq);
       } else {
         const seq = parseSeq(data.SequenceNumber, type);
-        if (seq <= shard.startSeq || (shard.endSeq !== undefined && seq > shard.endSeq)) {
+        if (seq < shard.startSeq || (shard.endSeq !== undefined && seq > shard.endSeq)) {
           throw errors.validation(
             `Invalid SequenceNumber ${data.SequenceNumber} for shard ${shard.shardId}: ` +
               `it is outside the shard's range (${formatSeq(shard.startSeq)} to ${shard.endSeq !== undefined ? formatSeq(shard.endSeq) : 'open'})`,
           );
         }
-        position = type === 'AT_SEQUENCE_NUMBER' ? seq - 1 : seq;
+        position = Math.max(type === 'AT_SEQUENCE_NUMBER' ? seq - 1 : seq, shard.startSeq);
         if (position < shard.trimmedThrough) {
           throw errors.trimmedDataAccess(
             `The sequence number ${data.SequenceNumber} is older than the trim horizon of shard ${shard.shardId}`,

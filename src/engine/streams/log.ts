@@ -51,6 +51,8 @@ export interface Stream {
 }
 
 const streamKey = (arn: string) => `rp-stream~${arn}`;
+/** The highest seq a shard ever held (trimmed records included), or its start when it held none. */
+const lastSeqOf = (shard: Shard) => Math.max(shard.entries.at(-1)?.seq ?? 0, shard.trimmedThrough, shard.startSeq);
 const recordKey = (arn: string, seq: number) => `rp-srec~${arn}~${String(seq).padStart(21, '0')}`;
 
 interface StoredRecord {
@@ -97,7 +99,7 @@ export class StreamLog {
   private recoverShard(stream: Stream, stored: StoredRecord): Shard {
     const last = stream.shards.at(-1);
     if (last && last.endSeq === undefined) {
-      last.endSeq = last.entries.at(-1)?.seq ?? last.startSeq;
+      last.endSeq = lastSeqOf(last);
       last.closedAt = stored.createdAt;
     }
     const shard: Shard = {
@@ -226,7 +228,7 @@ export class StreamLog {
   private closeOpenShard(stream: Stream) {
     const shard = stream.shards.at(-1);
     if (!shard || shard.endSeq !== undefined) return shard;
-    shard.endSeq = shard.entries.at(-1)?.seq ?? shard.startSeq;
+    shard.endSeq = lastSeqOf(shard);
     shard.closedAt = this.now();
     return shard;
   }
@@ -253,8 +255,9 @@ export class StreamLog {
       shard.entries.splice(0, n);
     }
     if (ops.length === 0) return 0;
-    await this.db.batch(ops);
-    await this.saveMeta(stream);
+    // The deletes and the metadata that remembers them land together: a restart never
+    // forgets how far the stream went (and so never hands out a seq twice).
+    await this.saveMeta(stream, ops);
     return ops.length;
   }
 
@@ -286,11 +289,12 @@ export class StreamLog {
   }
 
   /** Metadata writes go one at a time, each writing the state as it is then, so the last one wins. */
-  private saveMeta(stream: Stream) {
+  private saveMeta(stream: Stream, alongside: LevelOp[] = []) {
     const write = this.metaWrites.then(() => {
-      if (!this.streams.has(stream.arn)) return;
+      if (!this.streams.has(stream.arn)) return this.db.batch(alongside);
       const { shards, ...meta } = stream;
-      return this.db.put(streamKey(stream.arn), { ...meta, shards: shards.map(({ entries: _, ...shard }) => shard) });
+      const value = { ...meta, shards: shards.map(({ entries: _, ...shard }) => shard) };
+      return this.db.batch([...alongside, { type: 'put', key: streamKey(stream.arn), value }]);
     });
     this.metaWrites = write.catch(() => undefined);
     return write;
