@@ -1,0 +1,88 @@
+/**
+ * Expected refusals: a conditional write that did not hold. Each carries what a client
+ * needs to decide its next step without another read.
+ */
+import type { Budget, Lease, RunStatus } from './run.ts';
+
+export abstract class DomainError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class RunNotFound extends DomainError {
+  constructor(readonly runId: string) {
+    super(`run ${runId} does not exist`);
+  }
+}
+
+export class RunAlreadyExists extends DomainError {
+  constructor(readonly runId: string) {
+    super(`run ${runId} already exists`);
+  }
+}
+
+export class SequenceConflict extends DomainError {
+  constructor(
+    readonly runId: string,
+    readonly seq: number,
+    /** The run's last seq now: the next append goes at lastSeq + 1. */
+    readonly lastSeq: number,
+  ) {
+    super(
+      seq <= lastSeq
+        ? `seq ${seq} of run ${runId} is taken; the last seq is ${lastSeq}`
+        : `seq ${seq} of run ${runId} would leave a gap; the last seq is ${lastSeq}, so the next is ${lastSeq + 1}`,
+    );
+  }
+}
+
+export class BudgetExceeded extends DomainError {
+  readonly runId: string;
+  readonly cap: number;
+  readonly spent: number;
+  readonly remaining: number;
+
+  constructor(
+    budget: Budget,
+    /** The amount that was refused. */
+    readonly requested: number,
+  ) {
+    super(`charging ${requested} would exceed the budget of run ${budget.runId}: ${budget.remaining} of ${budget.cap} remaining`);
+    this.runId = budget.runId;
+    this.cap = budget.cap;
+    this.spent = budget.spent;
+    this.remaining = budget.remaining;
+  }
+}
+
+export class StatusConflict extends DomainError {
+  constructor(
+    readonly runId: string,
+    readonly expected: RunStatus,
+    readonly current: RunStatus,
+  ) {
+    super(`run ${runId} is ${current}, not ${expected}`);
+  }
+}
+
+export class LeaseHeld extends DomainError {
+  readonly unitId: string;
+  readonly holder: string;
+  readonly expiresAt: Date;
+
+  constructor(lease: Lease) {
+    super(`unit ${lease.unitId} is held by ${lease.owner} until ${lease.expiresAt.toISOString()}`);
+    this.unitId = lease.unitId;
+    this.holder = lease.owner;
+    this.expiresAt = lease.expiresAt;
+  }
+}
+
+/** Too many writers collided for too long; the caller may retry. */
+export class ContentionExceeded extends Error {
+  constructor(readonly runId: string) {
+    super(`appending to run ${runId} kept colliding with other writers; retry`);
+  }
+}

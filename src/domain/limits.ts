@@ -1,0 +1,41 @@
+/** What the API accepts. Every id that becomes part of a key is checked against these. */
+
+/** Ids (runs, units, tenants): no '#', no control characters, so a key can never reach another partition. */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const ID_RULE = '1 to 128 characters: letters, digits, and . _ : - (not first)';
+
+/** Event types such as `tool.returned` or `model/responded`. */
+export const EVENT_TYPE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+export const EVENT_TYPE_RULE = '1 to 128 characters: letters, digits, and . _ : / - (not first)';
+
+/** GraphQL Int is 32-bit: every seq, amount and cap the API accepts fits in this. */
+export const MAX_INT = 2_147_483_647;
+/** Width of a zero-padded seq in a sort key: MAX_INT has 10 digits. */
+export const SEQ_WIDTH = 10;
+
+export const MAX_TASK_LENGTH = 4096;
+export const MAX_OWNER_LENGTH = 256;
+/** Nesting DynamoDB allows in an attribute is 32; leave room for the item around the payload. */
+export const MAX_PAYLOAD_DEPTH = 24;
+export const DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024;
+/** DynamoDB's item limit is 400 KB; keep room for the event's other attributes. */
+export const MAX_PAYLOAD_BYTES_LIMIT = 350 * 1024;
+export const MAX_LEASE_TTL_SECONDS = 7 * 24 * 3600;
+export const MAX_PAGE_SIZE = 500;
+export const DEFAULT_PAGE_SIZE = 50;
+
+export function isId(value: string) {
+  return ID_PATTERN.test(value);
+}
+
+/** Whether a JSON value nests deeper than `max` (iterative: hostile input cannot blow the stack). */
+export function nestsDeeperThan(value: unknown, max: number) {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (current === null || typeof current !== 'object') continue;
+    if (depth + 1 > max) return true;
+    for (const child of Object.values(current)) stack.push([child, depth + 1]);
+  }
+  return false;
+}

@@ -1,0 +1,62 @@
+/** The run: an agent's unit of work, with its status, budget and event stream. */
+
+export const runStatuses = ['RUNNING', 'WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
+export type RunStatus = (typeof runStatuses)[number];
+
+export interface Run {
+  id: string;
+  task: string;
+  status: RunStatus;
+  /** Grows by one with every change to the run's metadata. */
+  version: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Budget {
+  runId: string;
+  cap: number;
+  spent: number;
+  remaining: number;
+}
+
+export interface RunEvent {
+  runId: string;
+  seq: number;
+  type: string;
+  payload: unknown;
+  createdAt: Date;
+}
+
+export interface Lease {
+  unitId: string;
+  owner: string;
+  /** Fencing token: larger than every token issued before for this unit. */
+  token: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+}
+
+/** Where each status may go next; terminal statuses go nowhere. */
+const transitions: Record<RunStatus, readonly RunStatus[]> = {
+  RUNNING: ['WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'],
+  WAITING_FOR_TOOL: ['RUNNING', 'FAILED', 'CANCELLED'],
+  AWAITING_APPROVAL: ['RUNNING', 'FAILED', 'CANCELLED'],
+  COMPLETED: [],
+  FAILED: [],
+  CANCELLED: [],
+};
+
+export const initialStatus: RunStatus = 'RUNNING';
+
+export function canTransition(from: RunStatus, to: RunStatus) {
+  return transitions[from].includes(to);
+}
+
+export function isTerminal(status: RunStatus) {
+  return transitions[status].length === 0;
+}
+
+export function allowedTransitions(from: RunStatus) {
+  return transitions[from];
+}

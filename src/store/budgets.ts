@@ -1,0 +1,60 @@
+/** The budget ledger: a charge is ONE conditional update, never read-modify-write. */
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
+import type { Budget } from '../domain/run.ts';
+import { attr, toBudget } from '../table/codec.ts';
+import { conditions, isConditionalCheckFailed, oldItem } from '../table/conditions.ts';
+import { keys } from '../table/keys.ts';
+import type { StoreDeps } from './deps.ts';
+
+export interface Charge {
+  tenant: string;
+  runId: string;
+  amount: number;
+}
+
+/** The update that charges `amount`, for use alone or inside a transaction. */
+export function chargeUpdate(tableName: string, { tenant, runId, amount }: Charge, now: Date) {
+  return {
+    TableName: tableName,
+    Key: keys.budget(tenant, runId),
+    UpdateExpression: 'ADD #spent :amount, #remaining :minus SET #updatedAt = :now',
+    // The run exists, and the charge keeps spent <= cap.
+    ConditionExpression: `${conditions.present} AND ${conditions.budgetCovers}`,
+    ExpressionAttributeNames: { '#spent': attr.spent, '#remaining': attr.remaining, '#updatedAt': attr.updatedAt },
+    ExpressionAttributeValues: { ':amount': amount, ':minus': -amount, ':now': now.toISOString() },
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+  };
+}
+
+/** Turns the budget row a refused charge found into the refusal. */
+export function chargeRefusal(charge: Charge, found: Record<string, unknown> | undefined) {
+  return found ? new BudgetExceeded(toBudget(found), charge.amount) : new RunNotFound(charge.runId);
+}
+
+export function createBudgetStore({ doc, tableName, now }: StoreDeps) {
+  return {
+    /**
+     * @throws BudgetExceeded when the charge would pass the cap (nothing is charged)
+     * @throws RunNotFound when the run does not exist
+     */
+    async charge(charge: Charge): Promise<Budget> {
+      try {
+        const { Attributes } = await doc.send(new UpdateCommand({ ...chargeUpdate(tableName, charge, now()), ReturnValues: 'ALL_NEW' }));
+        return toBudget(Attributes ?? {});
+      } catch (err) {
+        if (!isConditionalCheckFailed(err)) throw err;
+        throw chargeRefusal(charge, oldItem(err));
+      }
+    },
+
+    async get(tenant: string, runId: string, consistent = false): Promise<Budget | null> {
+      const { Item } = await doc.send(
+        new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }),
+      );
+      return Item ? toBudget(Item) : null;
+    },
+  };
+}
+
+export type BudgetStore = ReturnType<typeof createBudgetStore>;

@@ -1,0 +1,44 @@
+/** The DynamoDB clients the stores and the stream poller use. */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
+
+export interface DynamoConnection {
+  /** Endpoint URL; absent for AWS's own endpoints (region and credentials from the SDK's default chain). */
+  endpoint?: string;
+  streamsEndpoint?: string;
+  region: string;
+  /** Static credentials for a local endpoint, which accepts any. */
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+  maxAttempts?: number;
+}
+
+/** JSON payloads may hold numbers beyond 2^53: read them as doubles, as JSON does, instead of failing. */
+export const unmarshallOptions: UnmarshallOptions = { wrapNumbers: (value: string) => Number(value) };
+
+export function createClients(connection: DynamoConnection) {
+  const common = {
+    region: connection.region,
+    credentials: connection.credentials,
+    maxAttempts: connection.maxAttempts ?? 3,
+  };
+  const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
+  const doc = DynamoDBDocumentClient.from(dynamo, {
+    // JSON numbers are doubles: store the ones beyond 2^53 as they are, as JSON itself would.
+    marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false, allowImpreciseNumbers: true },
+    unmarshallOptions,
+  });
+  const streams = new DynamoDBStreamsClient({ ...common, endpoint: connection.streamsEndpoint ?? connection.endpoint });
+  return {
+    dynamo,
+    doc,
+    streams,
+    destroy() {
+      dynamo.destroy();
+      streams.destroy();
+    },
+  };
+}
+
+export type Clients = ReturnType<typeof createClients>;

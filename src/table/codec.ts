@@ -1,0 +1,113 @@
+/**
+ * Items <-> domain values. Rows may also be written by services that bypass the API, so
+ * decoding trusts the keys over the copies in attributes.
+ */
+import type { Budget, Lease, Run, RunEvent, RunStatus } from '../domain/run.ts';
+import { keys, parseRunPartition, seqOfSk } from './keys.ts';
+
+export type Item = Record<string, unknown>;
+
+/** Attribute names of the table's rows. */
+export const attr = {
+  entity: 'entity',
+  runId: 'runId',
+  task: 'task',
+  status: 'status',
+  version: 'version',
+  createdAt: 'createdAt',
+  updatedAt: 'updatedAt',
+  cap: 'cap',
+  spent: 'spent',
+  remaining: 'remaining',
+  seq: 'seq',
+  type: 'type',
+  payload: 'payload',
+  unitId: 'unitId',
+  owner: 'owner',
+  token: 'token',
+  acquiredAt: 'acquiredAt',
+  /** Lease expiry in epoch milliseconds (conditions compare it with the clock). */
+  leaseUntil: 'leaseUntil',
+  /** The table's TTL attribute, epoch seconds. */
+  expiresAt: 'expiresAt',
+} as const;
+
+const date = (value: unknown) => new Date(typeof value === 'string' || typeof value === 'number' ? value : 0);
+const runIdOf = (item: Item) => parseRunPartition(String(item.pk))?.runId ?? String(item[attr.runId]);
+
+export function runItem(tenant: string, run: Run): Item {
+  const createdAt = run.createdAt.toISOString();
+  return {
+    ...keys.run(tenant, run.id),
+    ...keys.runListing(tenant, run.id, run.status, createdAt),
+    [attr.entity]: 'run',
+    [attr.runId]: run.id,
+    [attr.task]: run.task,
+    [attr.status]: run.status,
+    [attr.version]: run.version,
+    [attr.createdAt]: createdAt,
+    [attr.updatedAt]: run.updatedAt.toISOString(),
+  };
+}
+
+export function toRun(item: Item): Run {
+  return {
+    id: runIdOf(item),
+    task: String(item[attr.task] ?? ''),
+    status: item[attr.status] as RunStatus,
+    version: Number(item[attr.version] ?? 0),
+    createdAt: date(item[attr.createdAt]),
+    updatedAt: date(item[attr.updatedAt]),
+  };
+}
+
+export function budgetItem(tenant: string, budget: Budget, now: Date): Item {
+  return {
+    ...keys.budget(tenant, budget.runId),
+    [attr.entity]: 'budget',
+    [attr.runId]: budget.runId,
+    [attr.cap]: budget.cap,
+    [attr.spent]: budget.spent,
+    // Kept beside spent so that a charge is one conditional update: remaining >= amount.
+    [attr.remaining]: budget.remaining,
+    [attr.updatedAt]: now.toISOString(),
+  };
+}
+
+export function toBudget(item: Item): Budget {
+  const cap = Number(item[attr.cap] ?? 0);
+  const spent = Number(item[attr.spent] ?? 0);
+  return { runId: runIdOf(item), cap, spent, remaining: Number(item[attr.remaining] ?? cap - spent) };
+}
+
+export function eventItem(tenant: string, event: RunEvent): Item {
+  return {
+    ...keys.event(tenant, event.runId, event.seq),
+    [attr.entity]: 'event',
+    [attr.runId]: event.runId,
+    [attr.seq]: event.seq,
+    [attr.type]: event.type,
+    [attr.payload]: event.payload ?? null,
+    [attr.createdAt]: event.createdAt.toISOString(),
+  };
+}
+
+export function toEvent(item: Item): RunEvent {
+  return {
+    runId: runIdOf(item),
+    seq: seqOfSk(String(item.sk)) ?? Number(item[attr.seq]),
+    type: String(item[attr.type] ?? ''),
+    payload: item[attr.payload] ?? null,
+    createdAt: date(item[attr.createdAt]),
+  };
+}
+
+export function toLease(item: Item): Lease {
+  return {
+    unitId: String(item[attr.unitId]),
+    owner: String(item[attr.owner] ?? ''),
+    token: Number(item[attr.token] ?? 0),
+    acquiredAt: date(item[attr.acquiredAt]),
+    expiresAt: new Date(Number(item[attr.leaseUntil] ?? 0)),
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * Every key of the single table is built here and only here.
+ *
+ *   <tenant>#run#<runId>   #budget          the budget ledger
+ *   <tenant>#run#<runId>   #meta            run metadata
+ *   <tenant>#run#<runId>   evt#0000000042   event 42
+ *   <tenant>#unit#<unitId> lease            who holds the unit
+ *
+ * '#' sorts before 'e', so one Query on a run's partition returns budget, metadata and
+ * then its events in seq order, however many events there are.
+ */
+import { ID_PATTERN, MAX_INT, SEQ_WIDTH } from '../domain/limits.ts';
+
+export interface Key {
+  pk: string;
+  sk: string;
+}
+
+/** A key part that is not a valid id would let a caller address another partition: never build one. */
+function part(kind: string, value: string) {
+  if (!ID_PATTERN.test(value)) throw new Error(`invalid ${kind} id for a key: ${JSON.stringify(value)}`);
+  return value;
+}
+
+const EVENT_PREFIX = 'evt#';
+export const RUN_META_SK = '#meta';
+export const RUN_BUDGET_SK = '#budget';
+export const LEASE_SK = 'lease';
+/** Runs are spread over this many GSI partitions per tenant (and status), so no listing key runs hot. */
+export const RUN_LIST_SHARDS = 4;
+
+export function eventSk(seq: number) {
+  if (!Number.isSafeInteger(seq) || seq < 0 || seq > MAX_INT) throw new Error(`seq out of range: ${seq}`);
+  return EVENT_PREFIX + String(seq).padStart(SEQ_WIDTH, '0');
+}
+
+export const keys = {
+  runPartition: (tenant: string, runId: string) => `${part('tenant', tenant)}#run#${part('run', runId)}`,
+  run: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_META_SK }),
+  budget: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_BUDGET_SK }),
+  event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
+  lease: (tenant: string, unitId: string): Key => ({ pk: `${part('tenant', tenant)}#unit#${part('unit', unitId)}`, sk: LEASE_SK }),
+  /** Sort-key bounds of a run's events, for Query ranges. */
+  events: { first: eventSk(0), last: eventSk(MAX_INT) },
+  /** GSI keys of a run's metadata row: all runs of a tenant, and runs by status, newest first. */
+  runListing(tenant: string, runId: string, status: string, createdAt: string) {
+    const shard = shardOf(runId);
+    const sort = `${createdAt}#${runId}`;
+    return {
+      gsi1pk: `${part('tenant', tenant)}#runs#${shard}`,
+      gsi1sk: sort,
+      gsi2pk: `${tenant}#runs#${status}#${shard}`,
+      gsi2sk: sort,
+    };
+  },
+};
+
+/** The seq in an event's sort key, or undefined for any other row. */
+export function seqOfSk(sk: string) {
+  if (!sk.startsWith(EVENT_PREFIX)) return undefined;
+  const seq = Number(sk.slice(EVENT_PREFIX.length));
+  return Number.isSafeInteger(seq) ? seq : undefined;
+}
+
+/** The run id and tenant in a run partition key, or undefined for any other partition. */
+export function parseRunPartition(pk: string) {
+  const match = /^([^#]+)#run#([^#]+)$/.exec(pk);
+  return match ? { tenant: match[1] as string, runId: match[2] as string } : undefined;
+}
+
+/** A stable small hash (FNV-1a) picks the listing shard. */
+function shardOf(id: string) {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    hash ^= id.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % RUN_LIST_SHARDS;
+}
