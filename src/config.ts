@@ -1,0 +1,112 @@
+/** The only reader of process.env: validated once at start, with a message naming any bad value. */
+import { resolve } from 'node:path';
+import { z } from 'zod';
+import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from './domain/limits.ts';
+
+const port = (fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number from 0 to 65535')
+    .transform(Number)
+    .refine((n) => n <= 65535, 'must be a whole number from 0 to 65535')
+    .default(fallback);
+
+const flag = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0'], { message: 'must be true or false' })
+    .transform((v) => v === 'true' || v === '1')
+    .default(fallback);
+
+const endpoint = z
+  .string()
+  .url('must be a URL such as http://127.0.0.1:8000')
+  .refine((u) => !URL.canParse(u) || /^https?:$/.test(new URL(u).protocol), 'must be an http or https URL');
+
+const env = z.object({
+  PORT: port(4000),
+  HOST: z.string().min(1, 'must not be empty').default('127.0.0.1'),
+  RUNPLANE_TABLE: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{3,255}$/, 'must be a DynamoDB table name: 3 to 255 letters, digits, _ . -')
+    .default('runplane'),
+  AWS_ENDPOINT_URL_DYNAMODB: endpoint.optional(),
+  AWS_ENDPOINT_URL_DYNAMODB_STREAMS: endpoint.optional(),
+  AWS_REGION: z
+    .string()
+    .regex(/^[a-z0-9-]+$/, 'must be a region name such as us-east-1')
+    .optional(),
+  AWS_ACCESS_KEY_ID: z.string().optional(),
+  RUNPLANE_ENGINE_PORT: port(0),
+  RUNPLANE_DATA_DIR: z.string().min(1, 'must not be empty').default('.runplane/data'),
+  RUNPLANE_IN_MEMORY: flag(false),
+  RUNPLANE_MAX_PAYLOAD_BYTES: z
+    .string()
+    .regex(/^\d+$/, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= MAX_PAYLOAD_BYTES_LIMIT, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
+    .default(DEFAULT_MAX_PAYLOAD_BYTES),
+  RUNPLANE_GRAPHIQL: flag(true),
+  RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+});
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly table: string;
+  readonly dynamodb: {
+    /** No endpoint configured: run the embedded engine in this process. */
+    readonly embedded: boolean;
+    readonly endpoint?: string;
+    readonly streamsEndpoint?: string;
+    readonly region: string;
+    /** Create the table when missing: the embedded engine or a loopback endpoint only. */
+    readonly createTable: boolean;
+    /** Local endpoints accept any credentials; real AWS uses the SDK's default chain. */
+    readonly localCredentials: boolean;
+  };
+  readonly engine: {
+    readonly port: number;
+    /** Absent: in memory. */
+    readonly dataDir?: string;
+  };
+  readonly limits: { readonly maxPayloadBytes: number };
+  readonly graphiql: boolean;
+}
+
+export class ConfigError extends Error {}
+
+const isLoopback = (url: string) => {
+  const { hostname } = new URL(url);
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\./.test(hostname);
+};
+
+export function loadConfig(source: Record<string, string | undefined>): Config {
+  const given = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ''));
+  const parsed = env.safeParse(given);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0]);
+      return `  ${name}=${JSON.stringify(given[name])}: ${issue.message}`;
+    });
+    throw new ConfigError(`bad configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const endpoint = e.AWS_ENDPOINT_URL_DYNAMODB;
+  const local = !endpoint || isLoopback(endpoint);
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    table: e.RUNPLANE_TABLE,
+    dynamodb: {
+      embedded: !endpoint,
+      endpoint,
+      streamsEndpoint: e.AWS_ENDPOINT_URL_DYNAMODB_STREAMS,
+      region: e.AWS_REGION ?? 'us-east-1',
+      createTable: e.RUNPLANE_CREATE_TABLE === undefined ? local : e.RUNPLANE_CREATE_TABLE === 'true' || e.RUNPLANE_CREATE_TABLE === '1',
+      localCredentials: local && !e.AWS_ACCESS_KEY_ID,
+    },
+    engine: { port: e.RUNPLANE_ENGINE_PORT, dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR) },
+    limits: { maxPayloadBytes: e.RUNPLANE_MAX_PAYLOAD_BYTES },
+    graphiql: e.RUNPLANE_GRAPHIQL,
+  };
+}

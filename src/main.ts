@@ -1,0 +1,38 @@
+/** `npm start`: the server, with the embedded engine unless an endpoint is configured. */
+import { ConfigError, loadConfig } from './config.ts';
+import { startServer } from './server.ts';
+
+async function main() {
+  const config = loadConfig(process.env);
+  // The SDK warns that its releases after January 2027 need Node 22; ours are pinned, so it does not apply yet.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  const server = await startServer(config);
+  const where = server.engine
+    ? `embedded engine on ${server.engine.endpoint} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`
+    : `${config.dynamodb.endpoint ?? 'AWS'} (region ${config.dynamodb.region})`;
+  console.log(
+    [
+      `Runplane is up: ${server.url}${config.graphiql ? ' (open it in a browser for GraphiQL)' : ''}`,
+      `  DynamoDB: ${where}`,
+      `  table:    ${config.table}${server.tableCreated ? ' (created now)' : ''}`,
+      '  tenant:   default (no API keys configured: anyone who can reach the port can use it)',
+      'Ctrl-C stops it.',
+    ].join('\n'),
+  );
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`runplane: ${signal}, stopping`);
+    await server.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+main().catch((err) => {
+  console.error(`runplane: ${err instanceof ConfigError ? err.message : err instanceof Error ? err.message : String(err)}`);
+  if (!(err instanceof ConfigError) && process.env.RUNPLANE_DEBUG) console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
+import type { Budget } from '../domain/run.ts';
+import { builder } from './builder.ts';
+import { amount, id } from './inputs.ts';
+
+export const BudgetRef = builder.objectRef<Budget>('Budget').implement({
+  description: "A run's budget: spent never exceeds cap.",
+  fields: (t) => ({
+    runId: t.exposeID('runId'),
+    cap: t.exposeInt('cap'),
+    spent: t.exposeInt('spent'),
+    remaining: t.exposeInt('remaining'),
+  }),
+});
+
+const ChargeBudgetInput = builder.inputType('ChargeBudgetInput', {
+  fields: (t) => ({
+    runId: t.id({ required: true }),
+    amount: t.int({ required: true }),
+  }),
+  validate: z.object({ runId: id, amount }),
+});
+
+builder.mutationField('chargeBudget', (t) =>
+  t.field({
+    type: BudgetRef,
+    description: 'Charges the run budget, or refuses (changing nothing) if the charge would pass the cap.',
+    errors: { types: [BudgetExceeded, RunNotFound] },
+    args: { input: t.arg({ type: ChargeBudgetInput, required: true }) },
+    resolve: (_, { input }, { tenant, stores }) => stores.budgets.charge({ tenant, runId: input.runId, amount: input.amount }),
+  }),
+);

@@ -1,0 +1,10 @@
+/** The GraphQL schema: every type file registers itself on the builder. */
+import './scalars.ts';
+import './errors.ts';
+import './run.ts';
+import './event.ts';
+import './budget.ts';
+import './lease.ts';
+import { builder } from './builder.ts';
+
+export const schema = builder.toSchema({ sortSchema: false });

@@ -1,0 +1,35 @@
+/** The zod rules inputs are validated with; a refusal names the field and what it must be. */
+import { z } from 'zod';
+import {
+  EVENT_TYPE_PATTERN,
+  EVENT_TYPE_RULE,
+  ID_PATTERN,
+  ID_RULE,
+  MAX_INT,
+  MAX_OWNER_LENGTH,
+  MAX_PAYLOAD_DEPTH,
+  nestsDeeperThan,
+} from '../domain/limits.ts';
+
+export const id = z.string().regex(ID_PATTERN, `must be ${ID_RULE}`);
+export const eventType = z.string().regex(EVENT_TYPE_PATTERN, `must be ${EVENT_TYPE_RULE}`);
+export const amount = z.number().int().min(0, 'must not be negative').max(MAX_INT);
+export const positive = z.number().int().min(1, 'must be at least 1').max(MAX_INT);
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to refuse them
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to refuse them
+const CONTROL_OR_BREAK = /[\u0000-\u001f\u007f]/;
+/** Text of 1 to `max` characters; tabs and line breaks only where `multiline`. */
+export const text = (max: number, { multiline = false } = {}) =>
+  z
+    .string()
+    .min(1, 'must not be empty')
+    .max(max, `must be at most ${max} characters`)
+    .refine(
+      (s) => !(multiline ? CONTROL : CONTROL_OR_BREAK).test(s),
+      multiline ? 'must not contain control characters' : 'must be one line without control characters',
+    );
+export const owner = text(MAX_OWNER_LENGTH);
+export const payload = z
+  .unknown()
+  .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`);

@@ -1,0 +1,181 @@
+import { randomUUID } from 'node:crypto';
+import { GraphQLError } from 'graphql';
+import { z } from 'zod';
+import { RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
+import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
+import { BudgetRef } from './budget.ts';
+import { builder } from './builder.ts';
+import { EventConnection, eventCursor, seqOfCursor } from './event.ts';
+import { amount, eventType, id, text } from './inputs.ts';
+import { RunStatusEnum } from './run-status.ts';
+
+/** A run as resolved: what the one partition Query found, so fields need no further reads. */
+export interface RunParent {
+  run: Run;
+  budget?: Budget | null;
+  /** The first events, when the read fetched them with the run. */
+  firstEvents?: { events: RunEvent[]; more: boolean };
+  consistent: boolean;
+}
+
+const badInput = (message: string) => new GraphQLError(`Invalid input: ${message}`, { extensions: { code: 'BAD_USER_INPUT' } });
+
+export const RunRef = builder.objectRef<RunParent>('Run').implement({
+  description: "An agent's run: status, budget and event stream.",
+  fields: (t) => ({
+    id: t.id({ resolve: (p) => p.run.id }),
+    task: t.string({ resolve: (p) => p.run.task }),
+    status: t.field({ type: RunStatusEnum, resolve: (p) => p.run.status }),
+    version: t.int({ description: 'Grows by one with every change to the run.', resolve: (p) => p.run.version }),
+    createdAt: t.field({ type: 'DateTime', resolve: (p) => p.run.createdAt }),
+    updatedAt: t.field({ type: 'DateTime', resolve: (p) => p.run.updatedAt }),
+    budget: t.field({
+      type: BudgetRef,
+      resolve: async (p, _, { tenant, stores }) => {
+        const budget = p.budget !== undefined ? p.budget : await stores.budgets.get(tenant, p.run.id, p.consistent);
+        if (!budget) throw new Error(`run ${p.run.id} has no budget row`);
+        return budget;
+      },
+    }),
+    lastSeq: t.int({
+      description: 'The seq of the last event (0 before the first). Free when the first page held every event; one extra read otherwise.',
+      resolve: async (p, _, { tenant, stores }) => {
+        if (p.firstEvents && !p.firstEvents.more) return p.firstEvents.events.at(-1)?.seq ?? 0;
+        return stores.events.lastSeq(tenant, p.run.id);
+      },
+    }),
+    events: t.field({
+      type: EventConnection,
+      description: 'Events in seq order, paged by cursor (`first`/`after`, or `last`/`before` from the end).',
+      args: {
+        ...t.arg.connectionArgs(),
+        afterSeq: t.arg.int({ description: 'Only events after this seq.', validate: amount }),
+        types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
+      },
+      resolve: async (p, args, { tenant, stores }) => {
+        if (args.first != null && args.last != null) throw badInput('events: pass first or last, not both');
+        for (const [name, value] of [
+          ['first', args.first],
+          ['last', args.last],
+        ] as const) {
+          if (value != null && (value < 0 || value > MAX_PAGE_SIZE)) throw badInput(`events.${name}: must be from 0 to ${MAX_PAGE_SIZE}`);
+        }
+        const after = Math.max(args.afterSeq ?? 0, seqOfCursor(args.after, 'events.after') ?? 0);
+        const before = seqOfCursor(args.before, 'events.before');
+        const forward = args.last == null;
+        const limit = (forward ? args.first : args.last) ?? DEFAULT_PAGE_SIZE;
+        const types = args.types ?? undefined;
+
+        let page: { events: RunEvent[]; more: boolean };
+        const prefetched = p.firstEvents;
+        if (
+          forward &&
+          prefetched &&
+          after === 0 &&
+          before === undefined &&
+          !types?.length &&
+          (limit <= prefetched.events.length || !prefetched.more)
+        ) {
+          page = { events: prefetched.events.slice(0, limit), more: prefetched.more || prefetched.events.length > limit };
+        } else {
+          page = await stores.events.page({ tenant, runId: p.run.id, after, before, limit, forward, types, consistent: p.consistent });
+          if (!forward) page.events.reverse();
+        }
+        const edges = page.events.map((event) => ({ cursor: eventCursor(event.seq), node: event }));
+        return {
+          edges,
+          pageInfo: {
+            hasNextPage: forward ? page.more : before !== undefined,
+            hasPreviousPage: forward ? after > 0 : page.more,
+            startCursor: edges[0]?.cursor ?? null,
+            endCursor: edges.at(-1)?.cursor ?? null,
+          },
+        };
+      },
+    }),
+  }),
+});
+
+builder.queryField('run', (t) =>
+  t.field({
+    type: RunRef,
+    nullable: true,
+    description:
+      'A run with its budget and first events, read in one request. Eventually consistent unless `consistent: true` (use that before a decision).',
+    args: {
+      id: t.arg.id({ required: true, validate: id }),
+      consistent: t.arg.boolean({ description: 'Read the latest committed state (strongly consistent).' }),
+    },
+    resolve: async (_, args, { tenant, stores }) => {
+      const consistent = args.consistent ?? false;
+      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit: DEFAULT_PAGE_SIZE });
+      if (!snapshot) return null;
+      return {
+        run: snapshot.run,
+        budget: snapshot.budget,
+        firstEvents: { events: snapshot.events, more: snapshot.moreEvents },
+        consistent,
+      };
+    },
+  }),
+);
+
+const CreateRunInput = builder.inputType('CreateRunInput', {
+  fields: (t) => ({
+    id: t.id({ description: 'The run id; the server makes one when absent.' }),
+    task: t.string({ required: true, description: 'What the run is for.' }),
+    budgetCap: t.int({ required: true, description: 'The most the run may spend.' }),
+  }),
+  validate: z.object({ id: id.optional().nullable(), task: text(MAX_TASK_LENGTH, { multiline: true }), budgetCap: amount }),
+});
+
+builder.mutationField('createRun', (t) =>
+  t.field({
+    type: RunRef,
+    description: 'Creates a run (status RUNNING) and its budget, together.',
+    errors: { types: [RunAlreadyExists] },
+    args: { input: t.arg({ type: CreateRunInput, required: true }) },
+    resolve: async (_, { input }, { tenant, stores }) => {
+      const { run, budget } = await stores.runs.create({
+        tenant,
+        id: input.id ?? randomUUID(),
+        task: input.task,
+        budgetCap: input.budgetCap,
+      });
+      return { run, budget, firstEvents: { events: [], more: false }, consistent: true };
+    },
+  }),
+);
+
+const TransitionRunInput = builder.inputType('TransitionRunInput', {
+  fields: (t) => ({
+    runId: t.id({ required: true }),
+    from: t.field({ type: RunStatusEnum, required: true, description: 'The status you saw: the transition happens only from it.' }),
+    to: t.field({ type: RunStatusEnum, required: true }),
+  }),
+  validate: z.object({ runId: id, from: z.enum(runStatuses), to: z.enum(runStatuses) }).superRefine(({ from, to }, ctx) => {
+    if (canTransition(from, to)) return;
+    const next = allowedTransitions(from);
+    ctx.addIssue({
+      code: 'custom',
+      path: ['to'],
+      message: `${from} -> ${to} is not a legal transition (${next.length ? `from ${from} a run may go to ${next.join(', ')}` : `${from} is terminal`})`,
+    });
+  }),
+});
+
+builder.mutationField('transitionRun', (t) =>
+  t.field({
+    type: RunRef,
+    description: `Moves a run from the status you saw to the next one. Legal moves: ${runStatuses
+      .map((s) => `${s} -> ${allowedTransitions(s).join('|') || '(terminal)'}`)
+      .join('; ')}.`,
+    errors: { types: [StatusConflict, RunNotFound] },
+    args: { input: t.arg({ type: TransitionRunInput, required: true }) },
+    resolve: async (_, { input }, { tenant, stores }) => {
+      const run = await stores.runs.transition({ tenant, runId: input.runId, from: input.from, to: input.to });
+      return { run, consistent: true };
+    },
+  }),
+);

@@ -1,0 +1,76 @@
+/** Composition root: config -> engine (when embedded) -> table -> clients -> stores -> app. */
+
+import { buildApp } from './app.ts';
+import type { Config } from './config.ts';
+import type { Context, Stores } from './context.ts';
+import { type Engine, startEngine } from './engine/index.ts';
+import { schema } from './schema/index.ts';
+import { createBudgetStore } from './store/budgets.ts';
+import type { StoreDeps } from './store/deps.ts';
+import { createEventStore } from './store/events.ts';
+import { createLeaseStore } from './store/leases.ts';
+import { createRunStore } from './store/runs.ts';
+import { type Clients, createClients } from './table/client.ts';
+import { ensureTable } from './table/ensure.ts';
+
+export interface RunningServer {
+  /** The GraphQL endpoint (GraphiQL in a browser). */
+  url: string;
+  /** The DynamoDB endpoint in use (the embedded engine's when there is one). */
+  dynamodbEndpoint: string | undefined;
+  engine: Engine | undefined;
+  clients: Clients;
+  tableCreated: boolean;
+  stop(): Promise<void>;
+}
+
+export function createStores(deps: StoreDeps): Stores {
+  return {
+    runs: createRunStore(deps),
+    events: createEventStore(deps),
+    budgets: createBudgetStore(deps),
+    leases: createLeaseStore(deps),
+  };
+}
+
+export interface ServerOptions {
+  /** Called with the SDK clients before anything uses them (tests count requests here). */
+  onClients?: (clients: Clients) => void;
+  logError?: (error: unknown) => void;
+}
+
+export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  const engine = config.dynamodb.embedded
+    ? await startEngine({ port: config.engine.port, host: '127.0.0.1', dataDir: config.engine.dataDir })
+    : undefined;
+  const clients = createClients({
+    endpoint: engine?.endpoint ?? config.dynamodb.endpoint,
+    streamsEndpoint: engine ? undefined : config.dynamodb.streamsEndpoint,
+    region: config.dynamodb.region,
+    credentials: config.dynamodb.localCredentials ? { accessKeyId: 'local', secretAccessKey: 'local' } : undefined,
+  });
+  try {
+    options.onClients?.(clients);
+    const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable });
+    const stores = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date() });
+    const context = (): Context => ({ tenant: 'default', stores, limits: config.limits });
+    const app = buildApp({ schema, context, graphiql: config.graphiql, logError: options.logError });
+    const url = await app.start(config.port, config.host);
+    return {
+      url,
+      dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
+      engine,
+      clients,
+      tableCreated,
+      async stop() {
+        await app.stop();
+        clients.destroy();
+        await engine?.close();
+      },
+    };
+  } catch (err) {
+    clients.destroy();
+    await engine?.close();
+    throw err;
+  }
+}
