@@ -1,0 +1,219 @@
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { uniqueName } from '../support/aws.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer();
+});
+
+const CREATE = `mutation($input: CreateRunInput!) {
+  createRun(input: $input) {
+    __typename
+    ... on Run { id task status version lastSeq budget { runId cap spent remaining } }
+    ... on RunAlreadyExists { message runId }
+  }
+}`;
+const TRANSITION = `mutation($input: TransitionRunInput!) {
+  transitionRun(input: $input) {
+    __typename
+    ... on Run { id status version }
+    ... on StatusConflict { message runId expected current }
+    ... on RunNotFound { message runId }
+  }
+}`;
+const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
+
+async function createRun(input: Record<string, unknown> = {}) {
+  const id = uniqueName('run');
+  const { data } = await api.gql(CREATE, { input: { id, task: 'audit checkout', budgetCap: 1000, ...input } });
+  return data.createRun;
+}
+
+describe('createRun', () => {
+  test('creates the run RUNNING at version 1 with its budget', async () => {
+    const run = await createRun({ budgetCap: 500 });
+    expect(run).toMatchObject({ __typename: 'Run', task: 'audit checkout', status: 'RUNNING', version: 1, lastSeq: 0 });
+    expect(run.budget).toEqual({ runId: run.id, cap: 500, spent: 0, remaining: 500 });
+  });
+
+  test('makes an id when none is given', async () => {
+    const { data } = await api.gql(CREATE, { input: { task: 't', budgetCap: 1 } });
+    expect(data.createRun.id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test('a second create with the same id is RunAlreadyExists and changes nothing', async () => {
+    const run = await createRun({ task: 'first', budgetCap: 10 });
+    const { data } = await api.gql(CREATE, { input: { id: run.id, task: 'second', budgetCap: 99 } });
+    expect(data.createRun).toEqual({ __typename: 'RunAlreadyExists', runId: run.id, message: `run ${run.id} already exists` });
+    const read = await api.gql(`query($id: ID!) { run(id: $id) { task budget { cap } } }`, { id: run.id });
+    expect(read.data.run).toEqual({ task: 'first', budget: { cap: 10 } });
+  });
+
+  test.each([
+    [{ id: 'a#b' }, 'input.id'],
+    [{ id: 'x\u0000' }, 'input.id'],
+    [{ id: 'x'.repeat(129) }, 'input.id'],
+    [{ id: '-leading-dash' }, 'input.id'],
+    [{ task: '' }, 'input.task'],
+    [{ task: 'bell\u0007' }, 'input.task'],
+    [{ budgetCap: -1 }, 'input.budgetCap'],
+  ])('bad input %j is refused naming %s, and nothing is written', async (bad, field) => {
+    const id = (bad as { id?: string }).id ?? uniqueName('run');
+    const response = await api.gql(CREATE, { input: { id, task: 'ok', budgetCap: 1, ...bad } });
+    expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(response.errors?.[0]?.message).toContain(field);
+    const { Items } = await api.server.clients.doc.send(
+      new QueryCommand({
+        TableName: api.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': `default#run#${id}` },
+      }),
+    );
+    expect(Items).toEqual([]);
+  });
+
+  test('budgetCap beyond a 32-bit Int is refused by GraphQL itself', async () => {
+    const response = await api.gql(CREATE, { input: { task: 't', budgetCap: 2 ** 31 } });
+    expect(response.errors?.[0]?.message).toMatch(/Int cannot represent/);
+  });
+});
+
+describe('run(id)', () => {
+  test('is null for a run that does not exist', async () => {
+    const { data } = await api.gql(`query($id: ID!) { run(id: $id) { id } }`, { id: uniqueName('absent') });
+    expect(data.run).toBeNull();
+  });
+
+  test('a malformed id is a BAD_USER_INPUT error', async () => {
+    const response = await api.gql(`query { run(id: "a#b") { id } }`);
+    expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+  });
+
+  test('metadata, budget and the first page of events cost exactly one DynamoDB request', async () => {
+    const run = await createRun();
+    for (let i = 0; i < 3; i++) await api.gql(APPEND, { input: { runId: run.id, type: 'step' } });
+    const before = api.requests.length;
+    const { data } = await api.gql(
+      `query($id: ID!) { run(id: $id) { id task status version createdAt updatedAt lastSeq budget { cap spent remaining } events(first: 10) { edges { cursor node { seq type payload createdAt } } pageInfo { hasNextPage endCursor } } } }`,
+      { id: run.id },
+    );
+    expect(api.requests.slice(before)).toEqual(['QueryCommand']);
+    expect(data.run.events.edges.map((e: { node: { seq: number } }) => e.node.seq)).toEqual([1, 2, 3]);
+    expect(data.run.lastSeq).toBe(3);
+    expect(data.run.events.pageInfo.hasNextPage).toBe(false);
+  });
+
+  test('events page by cursor forward and backward, after a seq, and by type', async () => {
+    const run = await createRun();
+    for (let i = 1; i <= 7; i++) await api.gql(APPEND, { input: { runId: run.id, type: i % 2 ? 'odd' : 'even' } });
+    const page = async (args: string) =>
+      (
+        await api.gql(
+          `query($id: ID!) { run(id: $id) { events(${args}) { edges { cursor node { seq } } pageInfo { hasNextPage hasPreviousPage endCursor startCursor } } } }`,
+          { id: run.id },
+        )
+      ).data.run.events;
+    const seqs = (p: { edges: { node: { seq: number } }[] }) => p.edges.map((e) => e.node.seq);
+
+    const first = await page('first: 3');
+    expect(seqs(first)).toEqual([1, 2, 3]);
+    expect(first.pageInfo).toMatchObject({ hasNextPage: true, hasPreviousPage: false });
+    const second = await page(`first: 3, after: "${first.pageInfo.endCursor}"`);
+    expect(seqs(second)).toEqual([4, 5, 6]);
+    expect(second.pageInfo).toMatchObject({ hasNextPage: true, hasPreviousPage: true });
+    const third = await page(`first: 3, after: "${second.pageInfo.endCursor}"`);
+    expect(seqs(third)).toEqual([7]);
+    expect(third.pageInfo.hasNextPage).toBe(false);
+
+    const last = await page('last: 2');
+    expect(seqs(last)).toEqual([6, 7]);
+    expect(last.pageInfo.hasPreviousPage).toBe(true);
+    expect(seqs(await page(`last: 2, before: "${last.pageInfo.startCursor}"`))).toEqual([4, 5]);
+
+    expect(seqs(await page('afterSeq: 5'))).toEqual([6, 7]);
+    expect(seqs(await page('types: ["even"]'))).toEqual([2, 4, 6]);
+    expect(seqs(await page('types: ["odd"], first: 2, afterSeq: 1'))).toEqual([3, 5]);
+  });
+
+  test('lastSeq of a run longer than the first page is still exact', async () => {
+    const run = await createRun();
+    for (let i = 0; i < 55; i++) await api.gql(APPEND, { input: { runId: run.id, type: 'step' } });
+    const { data } = await api.gql(
+      `query($id: ID!) { run(id: $id, consistent: true) { lastSeq events { edges { node { seq } } pageInfo { hasNextPage } } } }`,
+      {
+        id: run.id,
+      },
+    );
+    expect(data.run.lastSeq).toBe(55);
+    expect(data.run.events.edges).toHaveLength(50);
+    expect(data.run.events.pageInfo.hasNextPage).toBe(true);
+  });
+
+  test.each([
+    ['first: -1', 'events.first'],
+    ['first: 501', 'events.first'],
+    ['first: 1, last: 1', 'first or last'],
+    ['after: "bm9wZQ"', 'events.after'],
+    ['types: ["a#b"]', 'types'],
+  ])('events(%s) is refused naming %s', async (args, named) => {
+    const run = await createRun();
+    const response = await api.gql(`query($id: ID!) { run(id: $id) { events(${args}) { edges { cursor } } } }`, { id: run.id });
+    expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(response.errors?.[0]?.message).toContain(named);
+  });
+});
+
+describe('transitionRun', () => {
+  test('moves from the expected status and bumps the version', async () => {
+    const run = await createRun();
+    const { data } = await api.gql(TRANSITION, { input: { runId: run.id, from: 'RUNNING', to: 'WAITING_FOR_TOOL' } });
+    expect(data.transitionRun).toEqual({ __typename: 'Run', id: run.id, status: 'WAITING_FOR_TOOL', version: 2 });
+    const back = await api.gql(TRANSITION, { input: { runId: run.id, from: 'WAITING_FOR_TOOL', to: 'RUNNING' } });
+    expect(back.data.transitionRun.version).toBe(3);
+  });
+
+  test('from a status the run is no longer in is StatusConflict with the current status, and changes nothing', async () => {
+    const run = await createRun();
+    await api.gql(TRANSITION, { input: { runId: run.id, from: 'RUNNING', to: 'AWAITING_APPROVAL' } });
+    const { data } = await api.gql(TRANSITION, { input: { runId: run.id, from: 'RUNNING', to: 'COMPLETED' } });
+    expect(data.transitionRun).toMatchObject({
+      __typename: 'StatusConflict',
+      runId: run.id,
+      expected: 'RUNNING',
+      current: 'AWAITING_APPROVAL',
+    });
+    const { Item } = await api.server.clients.doc.send(
+      new GetCommand({ TableName: api.table, Key: { pk: `default#run#${run.id}`, sk: '#meta' }, ConsistentRead: true }),
+    );
+    expect(Item).toMatchObject({ status: 'AWAITING_APPROVAL', version: 2 });
+  });
+
+  test('a missing run is RunNotFound', async () => {
+    const runId = uniqueName('absent');
+    const { data } = await api.gql(TRANSITION, { input: { runId, from: 'RUNNING', to: 'COMPLETED' } });
+    expect(data.transitionRun).toEqual({ __typename: 'RunNotFound', runId, message: `run ${runId} does not exist` });
+  });
+
+  test('an illegal transition is refused before any write, naming the rule', async () => {
+    const run = await createRun();
+    await api.gql(TRANSITION, { input: { runId: run.id, from: 'RUNNING', to: 'COMPLETED' } });
+    const response = await api.gql(TRANSITION, { input: { runId: run.id, from: 'COMPLETED', to: 'RUNNING' } });
+    expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(response.errors?.[0]?.message).toContain('COMPLETED is terminal');
+    const sideways = await api.gql(TRANSITION, { input: { runId: run.id, from: 'WAITING_FOR_TOOL', to: 'AWAITING_APPROVAL' } });
+    expect(sideways.errors?.[0]?.message).toContain('from WAITING_FOR_TOOL a run may go to RUNNING, FAILED, CANCELLED');
+  });
+
+  test('two concurrent transitions from one status: exactly one wins', async () => {
+    const run = await createRun();
+    const results = await Promise.all(
+      ['COMPLETED', 'FAILED', 'CANCELLED', 'WAITING_FOR_TOOL'].map(
+        async (to) => (await api.gql(TRANSITION, { input: { runId: run.id, from: 'RUNNING', to } })).data.transitionRun.__typename,
+      ),
+    );
+    expect(results.filter((r) => r === 'Run')).toHaveLength(1);
+    expect(results.filter((r) => r === 'StatusConflict')).toHaveLength(3);
+  });
+});

@@ -1,0 +1,63 @@
+import { resolve } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+describe('configuration from the environment', () => {
+  test('defaults: port 4000 on loopback, embedded engine with data on disk, table runplane', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 4000,
+      host: '127.0.0.1',
+      table: 'runplane',
+      dynamodb: { embedded: true, createTable: true, localCredentials: true, region: 'us-east-1' },
+      engine: { port: 0, dataDir: resolve('.runplane/data') },
+      limits: { maxPayloadBytes: 65536 },
+      graphiql: true,
+    });
+  });
+
+  test('an endpoint on this machine gets its table created; a remote one uses the default credential chain', () => {
+    expect(loadConfig({ AWS_ENDPOINT_URL_DYNAMODB: 'http://localhost:8000' }).dynamodb).toMatchObject({
+      embedded: false,
+      endpoint: 'http://localhost:8000',
+      createTable: true,
+      localCredentials: true,
+    });
+    expect(
+      loadConfig({ AWS_ENDPOINT_URL_DYNAMODB: 'https://dynamodb.eu-west-1.amazonaws.com', AWS_REGION: 'eu-west-1' }).dynamodb,
+    ).toMatchObject({
+      createTable: false,
+      localCredentials: false,
+      region: 'eu-west-1',
+    });
+  });
+
+  test('RUNPLANE_CREATE_TABLE decides creation explicitly (a compose network is not loopback)', () => {
+    expect(loadConfig({ AWS_ENDPOINT_URL_DYNAMODB: 'http://engine:8000', RUNPLANE_CREATE_TABLE: 'true' }).dynamodb.createTable).toBe(true);
+    expect(loadConfig({ RUNPLANE_CREATE_TABLE: 'false' }).dynamodb.createTable).toBe(false);
+  });
+
+  test('in memory on request; empty values count as unset', () => {
+    expect(loadConfig({ RUNPLANE_IN_MEMORY: 'true', PORT: '' }).engine.dataDir).toBeUndefined();
+    expect(loadConfig({ PORT: '' }).port).toBe(4000);
+  });
+
+  test.each([
+    ['PORT', 'abc', /PORT="abc": must be a whole number from 0 to 65535/],
+    ['PORT', '70000', /PORT="70000"/],
+    ['RUNPLANE_TABLE', 'a b', /RUNPLANE_TABLE="a b": must be a DynamoDB table name/],
+    ['RUNPLANE_TABLE', 'ab', /RUNPLANE_TABLE/],
+    ['AWS_ENDPOINT_URL_DYNAMODB', 'not a url', /AWS_ENDPOINT_URL_DYNAMODB="not a url": must be a URL/],
+    ['AWS_ENDPOINT_URL_DYNAMODB', 'ftp://x', /must be an http or https URL/],
+    ['RUNPLANE_IN_MEMORY', 'yes', /RUNPLANE_IN_MEMORY="yes": must be true or false/],
+    ['RUNPLANE_MAX_PAYLOAD_BYTES', '500000', /RUNPLANE_MAX_PAYLOAD_BYTES="500000"/],
+    ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
+  ])('%s=%s is refused with a message naming it', (name, value, message) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(message);
+  });
+
+  test('every bad value is named at once', () => {
+    expect(() => loadConfig({ PORT: 'x', RUNPLANE_TABLE: '!' })).toThrow(/PORT[\s\S]*RUNPLANE_TABLE/);
+  });
+});

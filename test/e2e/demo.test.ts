@@ -1,0 +1,25 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { expect, test } from 'vitest';
+
+test("npm run demo prints the lab's three blocks from real GraphQL calls", async () => {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/demo.ts', '--own'], { timeout: 60_000 });
+  const lines = stdout.split('\n');
+  const block = (title: string) => lines.slice(lines.findIndex((l) => l.includes(title)) + 1).join('\n');
+
+  const story = block("--- one table, one query: the run's whole story ---");
+  expect(story).toMatch(/run#demo-\w+\s+budget\s+\{"cap":500000,"spent":0\}/);
+  expect(story).toMatch(/meta\s+\{"task":"audit checkout","status":"RUNNING"\}/);
+  expect(story).toMatch(/evt#1\s+\{"type":"run.created"\}[\s\S]*evt#2[\s\S]*evt#3[\s\S]*evt#4\s+\{"type":"run.completed"\}/);
+
+  const race = block('--- conditional append: two workers race for seq 5 ---');
+  expect(race).toMatch(
+    /worker [AB]: append seq 5 -> ok\n\s+worker [AB]: append seq 5 -> SequenceConflict \(last seq is 5; retries at seq 6\)\n\s+worker [AB]: append seq 6 -> ok/,
+  );
+
+  const leases = block('--- leases: acquire, refuse, reclaim after a crash ---');
+  expect(leases).toMatch(/worker A acquires unit#\S+ : true \(token 1/);
+  expect(leases).toMatch(/worker B tries unit#\S+\s+: false \(LeaseHeld/);
+  expect(leases).toMatch(/worker B reclaims unit#\S+ : true \(lease expired at t=1\.0s; B wins, token 2\)/);
+  expect(leases).toMatch(/lease now held by B until/);
+});

@@ -1,0 +1,74 @@
+/** `npm start` as a newcomer runs it: a child process, real ports, data on disk across restarts. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+import { waitFor } from '../support/wait.ts';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'runplane-start-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+function start(env: Record<string, string>) {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, PORT: '0', RUNPLANE_DATA_DIR: dataDir, ...env },
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, exited, output: () => output };
+}
+
+async function graphql(url: string, query: string) {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+  return (await response.json()) as { data: Record<string, any> };
+}
+
+test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data across a restart, and stops on Ctrl-C', async () => {
+  const first = start({});
+  try {
+    await waitFor(() => /Runplane is up: (http:\S+)/.test(first.output()), { timeoutMs: 30_000, what: 'the server to say where it is' });
+    const url = /Runplane is up: (http:\S+)/.exec(first.output())?.[1] as string;
+    expect(first.output()).toContain('embedded engine on http://127.0.0.1:');
+    expect(first.output()).toContain(`data in ${dataDir}`);
+    expect(first.output()).toContain('(created now)');
+
+    const page = await fetch(url, { headers: { accept: 'text/html' } });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<title>Runplane</title>');
+
+    const created = await graphql(
+      url,
+      'mutation { createRun(input: { id: "kept", task: "survive a restart", budgetCap: 5 }) { __typename } }',
+    );
+    expect(created.data.createRun.__typename).toBe('Run');
+    first.child.kill('SIGINT');
+    expect(await first.exited).toBe(0);
+  } finally {
+    first.child.kill('SIGKILL');
+  }
+
+  const second = start({});
+  try {
+    await waitFor(() => /Runplane is up: (http:\S+)/.test(second.output()), { timeoutMs: 30_000, what: 'the restarted server' });
+    const url = /Runplane is up: (http:\S+)/.exec(second.output())?.[1] as string;
+    expect(second.output()).not.toContain('(created now)');
+    const read = await graphql(url, '{ run(id: "kept") { task budget { cap } } }');
+    expect(read.data.run).toEqual({ task: 'survive a restart', budget: { cap: 5 } });
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  } finally {
+    second.child.kill('SIGKILL');
+  }
+});
+
+test('a bad setting is refused at start with a message naming it', async () => {
+  const bad = start({ PORT: 'eighty' });
+  expect(await bad.exited).toBe(1);
+  expect(bad.output()).toContain('PORT="eighty": must be a whole number from 0 to 65535');
+});

@@ -1,0 +1,62 @@
+/**
+ * A real Runplane server for a test file: its own table on the test run's engine, a free
+ * port, real HTTP. Counts the DynamoDB requests it makes.
+ */
+import { afterAll, inject } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
+import { type RunningServer, startServer } from '../../src/server.ts';
+import { uniqueName } from './aws.ts';
+
+export interface GraphQLResponse<T> {
+  data?: T;
+  errors?: { message: string; path?: string[]; extensions?: { code?: string; [key: string]: unknown } }[];
+}
+
+export interface TestServer {
+  url: string;
+  table: string;
+  server: RunningServer;
+  /** DynamoDB requests made since the server started, by command name. */
+  requests: string[];
+  // biome-ignore lint/suspicious/noExplicitAny: tests read deep into responses by path
+  gql<T = any>(query: string, variables?: Record<string, unknown>): Promise<GraphQLResponse<T>>;
+}
+
+/** Starts a server for this test file (stopped after it). */
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const table = uniqueName('runplane');
+  const requests: string[] = [];
+  const config = loadConfig({
+    PORT: '0',
+    AWS_ENDPOINT_URL_DYNAMODB: inject('dynamodbEndpoint'),
+    RUNPLANE_TABLE: table,
+    RUNPLANE_GRAPHIQL: 'false',
+    ...env,
+  });
+  const server = await startServer(config, {
+    onClients: ({ dynamo }) =>
+      dynamo.middlewareStack.add(
+        (next, context) => (args) => {
+          requests.push(context.commandName ?? 'unknown');
+          return next(args);
+        },
+        { step: 'initialize', name: 'countRequests' },
+      ),
+    logError: () => undefined,
+  });
+  afterAll(() => server.stop());
+  return {
+    url: server.url,
+    table,
+    server,
+    requests,
+    gql: async (query, variables = {}) => {
+      const response = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
+      return (await response.json()) as never;
+    },
+  };
+}
