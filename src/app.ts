@@ -3,14 +3,22 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { GraphQLError, type GraphQLSchema } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
 import { createYoga, maskError as defaultMaskError } from 'graphql-yoga';
+import { WebSocketServer } from 'ws';
 import type { Context } from './context.ts';
 import { ContentionExceeded } from './domain/errors.ts';
 
+/** What a request is known by when its context is made: an HTTP request, or a WebSocket's connection_init. */
+export interface RequestInfo {
+  request?: Request;
+  connectionParams?: Readonly<Record<string, unknown>>;
+}
+
 export interface AppDeps {
   schema: GraphQLSchema;
-  /** The context of one request (the tenant is decided here). */
-  context: (request: Request) => Context | Promise<Context>;
+  /** The context of one operation (the tenant is decided here). */
+  context: (info: RequestInfo) => Context | Promise<Context>;
   graphiql: boolean;
   /** Where unexpected errors go in full; clients only see a masked message. */
   logError?: (error: unknown) => void;
@@ -40,7 +48,7 @@ export function buildApp({ schema, context, graphiql, logError = (e) => console.
   const yoga = createYoga<object, Context>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: ({ request }) => context(request),
+    context: (initial) => context(initial as RequestInfo),
     graphiql: graphiql ? { title: 'Runplane' } : false,
     // GraphiQL served from this process, not a CDN: it works offline.
     renderGraphiQL,
@@ -49,6 +57,37 @@ export function buildApp({ schema, context, graphiql, logError = (e) => console.
     logging: false,
   });
   const server = createServer(yoga);
+
+  // graphql-ws on the same path, through yoga's envelope: one context, validation and plugin chain.
+  const webSockets = new WebSocketServer({ server, path: yoga.graphqlEndpoint });
+  const graphqlWs = useServer(
+    {
+      execute: (args) => (args.rootValue as { execute: typeof import('graphql').execute }).execute(args),
+      subscribe: (args) => (args.rootValue as { subscribe: typeof import('graphql').subscribe }).subscribe(args),
+      onSubscribe: async (ctx, _id, payload) => {
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket: ctx.extra.socket,
+          params: payload,
+          connectionParams: ctx.connectionParams,
+        });
+        const document = parse(payload.query);
+        const errors = validate(schema, document);
+        if (errors.length > 0) return errors;
+        return {
+          schema,
+          operationName: payload.operationName,
+          document,
+          variableValues: payload.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        };
+      },
+    },
+    webSockets,
+  );
+
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -67,13 +106,16 @@ export function buildApp({ schema, context, graphiql, logError = (e) => console.
           resolve(`http://${shown}:${address.port}/graphql`);
         });
       }),
-    stop: () =>
-      new Promise((resolve) => {
+    async stop() {
+      // WebSocket clients are told the server is going away (1001), then HTTP stops.
+      await graphqlWs.dispose();
+      await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();
         server.close(() => resolve());
         server.closeIdleConnections();
-        // Busy connections close once their response is sent.
+        // Busy connections (SSE streams included) close once their response ends.
         for (const socket of sockets) socket.once('drain', () => socket.end());
-      }),
+      });
+    },
   };
 }

@@ -1,4 +1,5 @@
 /** One context for every request, over HTTP, WebSocket or SSE. */
+import type { Budget, Lease, Run, RunEvent } from './domain/run.ts';
 import type { BudgetStore } from './store/budgets.ts';
 import type { EventStore } from './store/events.ts';
 import type { LeaseStore } from './store/leases.ts';
@@ -16,9 +17,17 @@ export interface Limits {
   maxPayloadBytes: number;
 }
 
+/** Subscriptions: ordered, deduplicated feeds of changes. */
+export interface LiveFeeds {
+  runEvents(tenant: string, runId: string, afterSeq?: number, types?: readonly string[]): AsyncIterableIterator<RunEvent>;
+  runChanged(tenant: string, runId: string): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
+  leaseChanged(tenant: string, unitId: string): AsyncIterableIterator<Lease>;
+}
+
 export interface Context {
   /** Whose rows this request may see: every key it builds starts with it. */
   tenant: string;
   stores: Stores;
+  live: LiveFeeds;
   limits: Limits;
 }

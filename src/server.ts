@@ -10,6 +10,8 @@ import type { StoreDeps } from './store/deps.ts';
 import { createEventStore } from './store/events.ts';
 import { createLeaseStore } from './store/leases.ts';
 import { createRunStore } from './store/runs.ts';
+import { withFastPath } from './streams/fast-path.ts';
+import { type Live, startLive } from './streams/live.ts';
 import { type Clients, createClients } from './table/client.ts';
 import { ensureTable } from './table/ensure.ts';
 
@@ -19,6 +21,7 @@ export interface RunningServer {
   /** The DynamoDB endpoint in use (the embedded engine's when there is one). */
   dynamodbEndpoint: string | undefined;
   engine: Engine | undefined;
+  live: Live;
   clients: Clients;
   tableCreated: boolean;
   stop(): Promise<void>;
@@ -37,6 +40,9 @@ export interface ServerOptions {
   /** Called with the SDK clients before anything uses them (tests count requests here). */
   onClients?: (clients: Clients) => void;
   logError?: (error: unknown) => void;
+  /** Stream polling pace (tests and benchmarks tune it). */
+  poll?: { minIntervalMs?: number; idleIntervalMs?: number; maxBackoffMs?: number };
+  log?: (message: string) => void;
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
@@ -49,26 +55,33 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     region: config.dynamodb.region,
     credentials: config.dynamodb.localCredentials ? { accessKeyId: 'local', secretAccessKey: 'local' } : undefined,
   });
+  let live: Live | undefined;
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable });
-    const stores = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date() });
-    const context = (): Context => ({ tenant: 'default', stores, limits: config.limits });
+    const raw = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date() });
+    live = await startLive({ clients, tableName: config.table, stores: raw, poll: options.poll, log: options.log });
+    const stores = withFastPath(raw, live.hub);
+    const feeds = live;
+    const context = (): Context => ({ tenant: 'default', stores, live: feeds, limits: config.limits });
     const app = buildApp({ schema, context, graphiql: config.graphiql, logError: options.logError });
     const url = await app.start(config.port, config.host);
     return {
       url,
       dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
       engine,
+      live,
       clients,
       tableCreated,
       async stop() {
         await app.stop();
+        await feeds.stop();
         clients.destroy();
         await engine?.close();
       },
     };
   } catch (err) {
+    await live?.stop();
     clients.destroy();
     await engine?.close();
     throw err;

@@ -18,6 +18,8 @@ export interface Budget {
   cap: number;
   spent: number;
   remaining: number;
+  /** Grows by one with every charge. */
+  version: number;
 }
 
 export interface RunEvent {
@@ -35,6 +37,8 @@ export interface Lease {
   token: number;
   acquiredAt: Date;
   expiresAt: Date;
+  /** Grows by one with every change to the lease. */
+  version: number;
 }
 
 /** Where each status may go next; terminal statuses go nowhere. */

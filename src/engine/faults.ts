@@ -25,6 +25,8 @@ export const faultErrors = {
   TransactionConflictException: () =>
     new EngineError(400, 'com.amazonaws.dynamodb.v20120810#TransactionConflictException', 'Transaction is ongoing for the item'),
   InternalServerError: () => errors.internal(),
+  /** A shard or stream that vanished (DynamoDB Streams), or a table that did. */
+  ResourceNotFoundException: () => errors.resourceNotFound('Requested resource not found'),
 } as const;
 
 export type FaultError = keyof typeof faultErrors;

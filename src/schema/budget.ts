@@ -11,6 +11,7 @@ export const BudgetRef = builder.objectRef<Budget>('Budget').implement({
     cap: t.exposeInt('cap'),
     spent: t.exposeInt('spent'),
     remaining: t.exposeInt('remaining'),
+    version: t.exposeInt('version', { description: 'Grows by one with every charge: of two states, the larger version is newer.' }),
   }),
 });
 

@@ -13,6 +13,7 @@ export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
     token: t.exposeInt('token', { description: 'Fencing token: larger than every token issued before for this unit.' }),
     acquiredAt: t.expose('acquiredAt', { type: 'DateTime' }),
     expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+    version: t.exposeInt('version', { description: 'Grows by one with every change: of two states, the larger version is newer.' }),
   }),
 });
 

@@ -18,11 +18,16 @@ export function chargeUpdate(tableName: string, { tenant, runId, amount }: Charg
   return {
     TableName: tableName,
     Key: keys.budget(tenant, runId),
-    UpdateExpression: 'ADD #spent :amount, #remaining :minus SET #updatedAt = :now',
+    UpdateExpression: 'ADD #spent :amount, #remaining :minus, #version :one SET #updatedAt = :now',
     // The run exists, and the charge keeps spent <= cap.
     ConditionExpression: `${conditions.present} AND ${conditions.budgetCovers}`,
-    ExpressionAttributeNames: { '#spent': attr.spent, '#remaining': attr.remaining, '#updatedAt': attr.updatedAt },
-    ExpressionAttributeValues: { ':amount': amount, ':minus': -amount, ':now': now.toISOString() },
+    ExpressionAttributeNames: {
+      '#spent': attr.spent,
+      '#remaining': attr.remaining,
+      '#version': attr.version,
+      '#updatedAt': attr.updatedAt,
+    },
+    ExpressionAttributeValues: { ':amount': amount, ':minus': -amount, ':one': 1, ':now': now.toISOString() },
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
   };
 }

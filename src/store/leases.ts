@@ -21,6 +21,9 @@ export function createLeaseStore({ doc, tableName, now }: StoreDeps) {
   };
 
   return {
+    /** The lease row as stored, live or not (null when the unit was never leased). Strongly consistent. */
+    read,
+
     /**
      * Takes the unit if it is free, its lease expired, or the caller holds it already.
      * Every acquire returns a token larger than any issued before for the unit.
@@ -36,13 +39,15 @@ export function createLeaseStore({ doc, tableName, now }: StoreDeps) {
             // Free, expired, or already mine: one holder at a time.
             ConditionExpression: [conditions.leaseFree, conditions.leaseExpired, conditions.leaseMine].join(' OR '),
             // The token only ever grows: a stale holder's token is always smaller (fencing).
-            UpdateExpression: 'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until ADD #token :one',
+            UpdateExpression:
+              'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until ADD #token :one, #version :one',
             ExpressionAttributeNames: {
               '#unitId': attr.unitId,
               '#owner': attr.owner,
               '#acquiredAt': attr.acquiredAt,
               '#leaseUntil': attr.leaseUntil,
               '#token': attr.token,
+              '#version': attr.version,
             },
             ExpressionAttributeValues: {
               ':unitId': unitId,

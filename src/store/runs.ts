@@ -40,7 +40,7 @@ export function createRunStore({ doc, tableName, now }: StoreDeps) {
     async create({ tenant, id, task, budgetCap }: CreateRun): Promise<{ run: Run; budget: Budget }> {
       const at = now();
       const run: Run = { id, task, status: initialStatus, version: 1, createdAt: at, updatedAt: at };
-      const budget: Budget = { runId: id, cap: budgetCap, spent: 0, remaining: budgetCap };
+      const budget: Budget = { runId: id, cap: budgetCap, spent: 0, remaining: budgetCap, version: 1 };
       try {
         await doc.send(
           new TransactWriteCommand({

@@ -22,21 +22,29 @@ export function createClients(connection: DynamoConnection) {
     region: connection.region,
     credentials: connection.credentials,
     maxAttempts: connection.maxAttempts ?? 3,
+    // A vanished endpoint must fail a request in bounded time, not hang it.
+    requestHandler: { connectionTimeout: 3_000, requestTimeout: 10_000 },
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
   const doc = DynamoDBDocumentClient.from(dynamo, {
     // JSON numbers are doubles: store the ones beyond 2^53 as they are, as JSON itself would.
     marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false, allowImpreciseNumbers: true },
-    unmarshallOptions,
+    // A copy: the document client writes its own settings into the object it is given.
+    unmarshallOptions: { ...unmarshallOptions },
   });
-  const streams = new DynamoDBStreamsClient({ ...common, endpoint: connection.streamsEndpoint ?? connection.endpoint });
+  const streamsEndpoint = connection.streamsEndpoint ?? connection.endpoint;
+  const streams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint });
+  // The stream poller retries in its own way (keeping its iterators, with back-off): no SDK retries.
+  const pollerStreams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint, maxAttempts: 1 });
   return {
     dynamo,
     doc,
     streams,
+    pollerStreams,
     destroy() {
       dynamo.destroy();
       streams.destroy();
+      pollerStreams.destroy();
     },
   };
 }

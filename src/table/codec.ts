@@ -70,6 +70,7 @@ export function budgetItem(tenant: string, budget: Budget, now: Date): Item {
     [attr.spent]: budget.spent,
     // Kept beside spent so that a charge is one conditional update: remaining >= amount.
     [attr.remaining]: budget.remaining,
+    [attr.version]: budget.version,
     [attr.updatedAt]: now.toISOString(),
   };
 }
@@ -77,7 +78,13 @@ export function budgetItem(tenant: string, budget: Budget, now: Date): Item {
 export function toBudget(item: Item): Budget {
   const cap = Number(item[attr.cap] ?? 0);
   const spent = Number(item[attr.spent] ?? 0);
-  return { runId: runIdOf(item), cap, spent, remaining: Number(item[attr.remaining] ?? cap - spent) };
+  return {
+    runId: runIdOf(item),
+    cap,
+    spent,
+    remaining: Number(item[attr.remaining] ?? cap - spent),
+    version: Number(item[attr.version] ?? 0),
+  };
 }
 
 export function eventItem(tenant: string, event: RunEvent): Item {
@@ -109,5 +116,6 @@ export function toLease(item: Item): Lease {
     token: Number(item[attr.token] ?? 0),
     acquiredAt: date(item[attr.acquiredAt]),
     expiresAt: new Date(Number(item[attr.leaseUntil] ?? 0)),
+    version: Number(item[attr.version] ?? 0),
   };
 }

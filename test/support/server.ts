@@ -4,7 +4,7 @@
  */
 import { afterAll, inject } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { type RunningServer, startServer } from '../../src/server.ts';
+import { type RunningServer, type ServerOptions, startServer } from '../../src/server.ts';
 import { uniqueName } from './aws.ts';
 
 export interface GraphQLResponse<T> {
@@ -22,18 +22,34 @@ export interface TestServer {
   gql<T = any>(query: string, variables?: Record<string, unknown>): Promise<GraphQLResponse<T>>;
 }
 
-/** Starts a server for this test file (stopped after it). */
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
-  const table = uniqueName('runplane');
+export interface TestServerOptions {
+  env?: Record<string, string>;
+  /** Another DynamoDB endpoint (an engine of the test's own). */
+  endpoint?: string;
+  /** An existing table (a second replica on the same table). */
+  table?: string;
+  poll?: ServerOptions['poll'];
+  /** Stop it after the test file (default) or leave that to the test. */
+  stopAfterAll?: boolean;
+}
+
+/** Starts a server (stopped after the test file unless told otherwise). */
+export async function startTestServer(options: TestServerOptions | Record<string, string> = {}): Promise<TestServer> {
+  const opts: TestServerOptions =
+    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options
+      ? options
+      : { env: options as Record<string, string> };
+  const table = opts.table ?? uniqueName('runplane');
   const requests: string[] = [];
   const config = loadConfig({
     PORT: '0',
-    AWS_ENDPOINT_URL_DYNAMODB: inject('dynamodbEndpoint'),
+    AWS_ENDPOINT_URL_DYNAMODB: opts.endpoint ?? inject('dynamodbEndpoint'),
     RUNPLANE_TABLE: table,
     RUNPLANE_GRAPHIQL: 'false',
-    ...env,
+    ...opts.env,
   });
   const server = await startServer(config, {
+    poll: opts.poll,
     onClients: ({ dynamo }) =>
       dynamo.middlewareStack.add(
         (next, context) => (args) => {
@@ -44,7 +60,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
       ),
     logError: () => undefined,
   });
-  afterAll(() => server.stop());
+  if (opts.stopAfterAll !== false) afterAll(() => server.stop());
   return {
     url: server.url,
     table,

@@ -1,0 +1,58 @@
+import { GraphQLError } from 'graphql';
+import { z } from 'zod';
+import { builder } from './builder.ts';
+import { EventRef } from './event.ts';
+import { amount, eventType, id } from './inputs.ts';
+import { LeaseRef } from './lease.ts';
+import { RunRef } from './run.ts';
+
+builder.subscriptionType({
+  description:
+    "Live changes, from the table's stream (every writer) and this server (at once). Over WebSocket (graphql-ws) or SSE, on /graphql.",
+});
+
+builder.subscriptionField('runEvents', (t) =>
+  t.field({
+    type: EventRef,
+    description:
+      "A run's events, each once, in seq order, with no gaps. With afterSeq: the events after it from the table, then live ones, joined without a gap or a duplicate. Without: live from now.",
+    args: {
+      runId: t.arg.id({ required: true, validate: id }),
+      afterSeq: t.arg.int({ validate: amount }),
+      types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
+    },
+    subscribe: async (_, { runId, afterSeq, types }, { tenant, stores, live }) => {
+      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
+      return live.runEvents(tenant, runId, afterSeq ?? undefined, types ?? undefined);
+    },
+    resolve: (event) => event,
+  }),
+);
+
+builder.subscriptionField('runChanged', (t) =>
+  t.field({
+    type: RunRef,
+    description:
+      "The run's current state, then its state after each change of status or budget. Compare version (and budget.version): larger is newer.",
+    args: { runId: t.arg.id({ required: true, validate: id }) },
+    subscribe: async (_, { runId }, { tenant, stores, live }) => {
+      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
+      return live.runChanged(tenant, runId);
+    },
+    resolve: (state) => ({ run: state.run, budget: state.budget, consistent: true }),
+  }),
+);
+
+builder.subscriptionField('leaseChanged', (t) =>
+  t.field({
+    type: LeaseRef,
+    description: "A unit's current lease (if it ever had one), then the lease after each change. Compare version: larger is newer.",
+    args: { unitId: t.arg.id({ required: true, validate: id }) },
+    subscribe: (_, { unitId }, { tenant, live }) => live.leaseChanged(tenant, unitId),
+    resolve: (lease) => lease,
+  }),
+);
+
+function notFound(runId: string) {
+  return new GraphQLError(`run ${runId} does not exist`, { extensions: { code: 'NOT_FOUND' } });
+}

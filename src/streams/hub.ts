@@ -1,0 +1,40 @@
+/**
+ * In-process fan-out. Changes come from the stream poller (every writer) and from this
+ * server's own mutations (the fast path); subscribers order and deduplicate them.
+ */
+import { type Change, topicOf } from './changes.ts';
+
+export interface Listener {
+  change(change: Change): void;
+  /** Changes may have been lost (a trimmed or vanished stream): re-read from the table. */
+  resync(): void;
+}
+
+export class Hub {
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  publish(change: Change) {
+    for (const listener of this.listeners.get(topicOf(change)) ?? []) listener.change(change);
+  }
+
+  resync() {
+    for (const set of this.listeners.values()) for (const listener of set) listener.resync();
+  }
+
+  /** @returns the unsubscribe function */
+  subscribe(topic: string, listener: Listener) {
+    let set = this.listeners.get(topic);
+    if (!set) this.listeners.set(topic, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(topic) === set) this.listeners.delete(topic);
+    };
+  }
+
+  get subscriberCount() {
+    let count = 0;
+    for (const set of this.listeners.values()) count += set.size;
+    return count;
+  }
+}

@@ -1,0 +1,334 @@
+/**
+ * Reads the table's DynamoDB stream and hands every record to `onRecords`.
+ *
+ * It follows shard lineage (a child only once its parent is drained), keeps one iterator
+ * per shard, and polls each shard again as soon as DynamoDB allows while records flow
+ * (never more than 5 GetRecords a second per shard), backing off to `idleIntervalMs` when
+ * a shard is quiet. On failures:
+ * - ExpiredIteratorException: re-open after the last sequence number processed;
+ * - TrimmedDataAccessException: the position is lost; re-open at the trim horizon and call
+ *   `onLost`, so consumers fill from the table;
+ * - throttling, network errors, the endpoint vanishing: back off with jitter, keep the iterator;
+ * - a vanished shard or stream: rediscover the table's stream and call `onLost`.
+ * It never stops by itself; `stop()` ends it.
+ */
+import { EventEmitter } from 'node:events';
+import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  type _Record,
+  DescribeStreamCommand,
+  type DynamoDBStreamsClient,
+  GetRecordsCommand,
+  GetShardIteratorCommand,
+  type ShardIteratorType,
+} from '@aws-sdk/client-dynamodb-streams';
+
+export interface PollerOptions {
+  streams: DynamoDBStreamsClient;
+  dynamo: DynamoDBClient;
+  tableName: string;
+  onRecords: (records: _Record[]) => void;
+  /** Records may have been missed: consumers should fill from the table. */
+  onLost: (reason: string) => void;
+  /** Least time between two GetRecords on one shard (DynamoDB allows 5 a second). */
+  minIntervalMs?: number;
+  /** Longest time between two GetRecords on a quiet shard. */
+  idleIntervalMs?: number;
+  /** Longest back-off after repeated failures. */
+  maxBackoffMs?: number;
+  log?: (message: string) => void;
+}
+
+interface ShardReader {
+  id: string;
+  /** GetRecords calls started, and the last one that came back with less than a full page. */
+  calls: number;
+  lastQuietCall: number;
+  parentId?: string;
+  state: 'waiting' | 'reading' | 'drained';
+  iterator?: string;
+  /** Sequence number of the last record handed on. */
+  lastSeq?: string;
+  /** Where to open when there is no lastSeq. */
+  start: ShardIteratorType;
+}
+
+const PAGE = 1000;
+const THROTTLED = new Set([
+  'LimitExceededException',
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+]);
+
+export class StreamPoller {
+  private readonly minIntervalMs: number;
+  private readonly idleIntervalMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly shards = new Map<string, ShardReader>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  private streamArn: string | undefined;
+  private discovering: Promise<void> | undefined;
+  /** Shards with a read loop running. */
+  private readonly reading = new Map<string, Promise<void>>();
+  private discoverAgain = false;
+  /** GetRecords calls made, for tests and metrics. */
+  getRecordsCalls = 0;
+  private readonly events = new EventEmitter();
+
+  constructor(private readonly options: PollerOptions) {
+    this.minIntervalMs = options.minIntervalMs ?? 200;
+    this.idleIntervalMs = Math.max(options.idleIntervalMs ?? 300, this.minIntervalMs);
+    this.maxBackoffMs = options.maxBackoffMs ?? 5000;
+  }
+
+  /** Finds the stream and opens its open shards at LATEST: from here on, every record is seen. */
+  async start() {
+    await this.discover(true);
+  }
+
+  /**
+   * Resolves once every shard being read has answered a GetRecords that started after this
+   * call with less than a full page: every record committed before it has been handed on.
+   */
+  async caughtUp(timeoutMs = 10_000) {
+    const marks = new Map([...this.shards.values()].filter((s) => s.state === 'reading').map((s) => [s, s.calls]));
+    const done = () =>
+      [...marks].every(([shard, mark]) => shard.state !== 'reading' || this.shards.get(shard.id) !== shard || shard.lastQuietCall > mark);
+    if (done()) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.events.off('quiet', check);
+        reject(new Error(`stream poller not caught up within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const check = () => {
+        if (!done()) return;
+        clearTimeout(timer);
+        this.events.off('quiet', check);
+        resolve();
+      };
+      this.events.on('quiet', check);
+    });
+  }
+
+  async stop() {
+    this.abort.abort();
+    while (this.running.size > 0 || this.discovering) {
+      await Promise.allSettled([...this.running, this.discovering]);
+    }
+  }
+
+  private get stopped() {
+    return this.abort.signal.aborted;
+  }
+
+  /** One discovery at a time; a request during one runs another after it. */
+  private discover(initial = false): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.discovering) {
+      this.discoverAgain = true;
+      return this.discovering;
+    }
+    this.discovering = (async () => {
+      let failures = 0;
+      do {
+        this.discoverAgain = false;
+        try {
+          await this.discoverOnce(initial);
+          failures = 0;
+        } catch (err) {
+          if (initial) throw err;
+          this.options.log?.(`stream discovery failed (${describe(err)}); retrying`);
+          await this.sleep(this.backoff(++failures));
+          this.discoverAgain = true;
+        }
+      } while (this.discoverAgain && !this.stopped);
+    })().finally(() => {
+      this.discovering = undefined;
+    });
+    return this.discovering;
+  }
+
+  private async discoverOnce(initial: boolean) {
+    const { Table } = await this.options.dynamo.send(new DescribeTableCommand({ TableName: this.options.tableName }), {
+      abortSignal: this.abort.signal,
+    });
+    const arn = Table?.LatestStreamArn;
+    if (!arn || !Table?.StreamSpecification?.StreamEnabled) throw new Error(`table ${this.options.tableName} has no enabled stream`);
+    if (arn !== this.streamArn) {
+      if (this.streamArn) {
+        // A new stream: whatever the old one still held is not coming.
+        this.options.onLost(`the table's stream changed to ${arn}`);
+        this.shards.clear();
+      }
+      this.streamArn = arn;
+    }
+    let exclusiveStart: string | undefined;
+    const seen = new Set<string>();
+    do {
+      const { StreamDescription } = await this.options.streams.send(
+        new DescribeStreamCommand({ StreamArn: arn, ExclusiveStartShardId: exclusiveStart }),
+        { abortSignal: this.abort.signal },
+      );
+      for (const shard of StreamDescription?.Shards ?? []) {
+        const id = shard.ShardId as string;
+        seen.add(id);
+        if (this.shards.has(id)) continue;
+        const closed = shard.SequenceNumberRange?.EndingSequenceNumber !== undefined;
+        // At start, history comes from the table: skip closed shards, read open ones from now.
+        // Shards that appear later are new: read them whole.
+        this.shards.set(id, {
+          id,
+          calls: 0,
+          lastQuietCall: 0,
+          parentId: shard.ParentShardId,
+          state: initial ? (closed ? 'drained' : 'reading') : 'waiting',
+          start: initial ? 'LATEST' : 'TRIM_HORIZON',
+        });
+      }
+      exclusiveStart = StreamDescription?.LastEvaluatedShardId;
+    } while (exclusiveStart);
+    for (const [id, shard] of this.shards) {
+      if (seen.has(id)) continue;
+      // Gone from the stream: drained ones were trimmed away; anything else was lost with it.
+      this.shards.delete(id);
+      if (shard.state !== 'drained') this.options.onLost(`shard ${id} vanished from the stream`);
+    }
+    for (const shard of this.shards.values()) {
+      const parent = shard.parentId ? this.shards.get(shard.parentId) : undefined;
+      if (shard.state === 'waiting' && (!parent || parent.state === 'drained')) shard.state = 'reading';
+      if (shard.state !== 'reading') continue;
+      // At start, pin the position now: every record after start() returns is seen.
+      if (initial && !shard.iterator) shard.iterator = await this.openIterator(shard);
+      this.read(shard);
+    }
+  }
+
+  /** Starts the read loop of one shard (once). */
+  private read(shard: ShardReader) {
+    if (this.reading.has(shard.id) || this.stopped) return;
+    const loop: Promise<void> = this.readLoop(shard).finally(() => {
+      if (this.reading.get(shard.id) === loop) this.reading.delete(shard.id);
+      this.running.delete(loop);
+    });
+    this.reading.set(shard.id, loop);
+    this.running.add(loop);
+  }
+
+  private async readLoop(shard: ShardReader) {
+    let interval = this.minIntervalMs;
+    let failures = 0;
+    let lastCall = 0;
+    while (!this.stopped && this.shards.get(shard.id) === shard && shard.state === 'reading') {
+      await this.sleep(lastCall + interval - Date.now());
+      if (this.stopped) return;
+      try {
+        shard.iterator ??= await this.openIterator(shard);
+        lastCall = Date.now();
+        this.getRecordsCalls++;
+        const call = ++shard.calls;
+        const page = await this.options.streams.send(new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: PAGE }), {
+          abortSignal: this.abort.signal,
+        });
+        failures = 0;
+        const records = page.Records ?? [];
+        if (records.length > 0) {
+          shard.lastSeq = records.at(-1)?.dynamodb?.SequenceNumber;
+          try {
+            this.options.onRecords(records);
+          } catch (err) {
+            // A consumer's failure must not make the poller read the same records forever.
+            this.options.log?.(`handling records of ${shard.id} failed: ${describe(err)}`);
+          }
+        }
+        if (records.length < PAGE) {
+          shard.lastQuietCall = call;
+          this.events.emit('quiet');
+        }
+        shard.iterator = page.NextShardIterator;
+        if (!shard.iterator) {
+          // Closed and drained: its children may start now.
+          shard.state = 'drained';
+          setImmediate(() => void this.discover());
+          return;
+        }
+        // Again as soon as allowed while records flow; slower while quiet.
+        interval = records.length > 0 ? this.minIntervalMs : Math.min(this.idleIntervalMs, interval * 1.25);
+      } catch (err) {
+        if (this.stopped) return;
+        const name = (err as Error).name;
+        if (name === 'ExpiredIteratorException') {
+          shard.iterator = undefined;
+          if (!shard.lastSeq && shard.start === 'LATEST') this.options.onLost(`iterator of ${shard.id} expired before its first record`);
+          continue;
+        }
+        if (name === 'TrimmedDataAccessException') {
+          shard.iterator = undefined;
+          shard.lastSeq = undefined;
+          shard.start = 'TRIM_HORIZON';
+          this.options.onLost(`records of ${shard.id} were trimmed before they were read`);
+          continue;
+        }
+        if (name === 'ResourceNotFoundException') {
+          // Rediscover: a shard still listed is read on from where it was; a new stream starts over.
+          shard.iterator = undefined;
+          this.options.onLost(`shard ${shard.id} or its stream was not found`);
+          // After this loop has ended, so that discovery can start the shard's next one.
+          setImmediate(() => void this.discover());
+          return;
+        }
+        if (name === 'ValidationException' && !shard.iterator) {
+          // The remembered position no longer fits the shard: start it over.
+          shard.lastSeq = undefined;
+          shard.start = 'TRIM_HORIZON';
+          this.options.onLost(`position in ${shard.id} was refused: ${(err as Error).message}`);
+          continue;
+        }
+        failures++;
+        if (!THROTTLED.has(name)) this.options.log?.(`GetRecords on ${shard.id} failed (${describe(err)}); backing off`);
+        await this.sleep(this.backoff(failures));
+      }
+    }
+  }
+
+  private async openIterator(shard: ShardReader) {
+    const after = shard.lastSeq !== undefined;
+    const { ShardIterator } = await this.options.streams.send(
+      new GetShardIteratorCommand({
+        StreamArn: this.streamArn,
+        ShardId: shard.id,
+        ShardIteratorType: after ? 'AFTER_SEQUENCE_NUMBER' : shard.start,
+        SequenceNumber: shard.lastSeq,
+      }),
+      { abortSignal: this.abort.signal },
+    );
+    if (!ShardIterator) throw new Error(`no iterator for ${shard.id}`);
+    return ShardIterator;
+  }
+
+  /** Exponential back-off with full jitter, at least the shard's poll interval. */
+  private backoff(failures: number) {
+    const ceiling = Math.min(this.maxBackoffMs, this.minIntervalMs * 2 ** Math.min(failures, 10));
+    return this.minIntervalMs + Math.random() * (ceiling - this.minIntervalMs);
+  }
+
+  private sleep(ms: number) {
+    if (ms <= 0 || this.stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      const signal = this.abort.signal;
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+function describe(err: unknown) {
+  const e = err as Error & { code?: string };
+  return `${e.name ?? 'Error'}: ${e.message ?? String(err)}`;
+}

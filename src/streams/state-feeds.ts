@@ -1,0 +1,123 @@
+/**
+ * Run and lease subscriptions: first the current state, then the state after each change.
+ * Changes arrive twice (fast path, then the stream) and in any order; each carries a
+ * version, and a subscriber only ever moves forward, so a late stream copy never
+ * overwrites a newer state.
+ */
+
+import type { Stores } from '../context.ts';
+import type { Budget, Lease, Run } from '../domain/run.ts';
+import { topics } from './changes.ts';
+import { Channel } from './channel.ts';
+import type { Hub } from './hub.ts';
+
+export interface RunState {
+  run: Run;
+  budget: Budget | null;
+}
+
+interface FeedDeps {
+  hub: Hub;
+  stores: Pick<Stores, 'runs' | 'leases'>;
+  onError?: (err: unknown) => void;
+}
+
+const newer = (candidate: { version: number } | null | undefined, current: { version: number } | null | undefined) =>
+  !!candidate && (!current || candidate.version > current.version);
+
+/** Status and budget changes of a run, as its whole latest state. */
+export function runFeed({ hub, stores, onError }: FeedDeps, tenant: string, runId: string): AsyncIterableIterator<RunState> {
+  let run: Run | undefined;
+  let budget: Budget | null = null;
+  const out = new Channel<RunState>({ capacity: 1, latestOnly: true, onClose: () => unsubscribe() });
+  const emit = () => {
+    if (run) out.push({ run, budget });
+  };
+
+  /** Takes what is newer than what the subscriber has; tells it when something was. */
+  const apply = (next: { run?: Run | null; budget?: Budget | null }) => {
+    let changed = false;
+    if (newer(next.run, run)) {
+      run = next.run as Run;
+      changed = true;
+    }
+    if (newer(next.budget, budget)) {
+      budget = next.budget as Budget;
+      changed = true;
+    }
+    return changed;
+  };
+
+  const reread = async () => {
+    const snapshot = await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 });
+    return snapshot ? { run: snapshot.run, budget: snapshot.budget } : {};
+  };
+
+  let ready = false;
+  const early: Parameters<typeof apply>[0][] = [];
+  const unsubscribe = hub.subscribe(topics.run(tenant, runId), {
+    change(change) {
+      const next = change.kind === 'run' ? { run: change.run } : change.kind === 'budget' ? { budget: change.budget } : undefined;
+      if (!next) return;
+      if (!ready) return void early.push(next);
+      if (apply(next)) emit();
+    },
+    resync() {
+      reread()
+        .then((state) => apply(state) && emit())
+        .catch(onError);
+    },
+  });
+
+  reread()
+    .then((state) => {
+      apply(state);
+      ready = true;
+      for (const change of early) apply(change);
+      emit();
+    })
+    .catch((err) => {
+      onError?.(err);
+      out.fail(err);
+    });
+  return out;
+}
+
+/** Changes of a unit's lease. */
+export function leaseFeed({ hub, stores, onError }: FeedDeps, tenant: string, unitId: string): AsyncIterableIterator<Lease> {
+  let lease: Lease | null = null;
+  const out = new Channel<Lease>({ capacity: 1, latestOnly: true, onClose: () => unsubscribe() });
+  let ready = false;
+  const early: Lease[] = [];
+  const apply = (next: Lease | null) => {
+    if (!newer(next, lease)) return false;
+    lease = next;
+    return true;
+  };
+  const unsubscribe = hub.subscribe(topics.lease(tenant, unitId), {
+    change(change) {
+      if (change.kind !== 'lease') return;
+      if (!ready) return void early.push(change.lease);
+      if (apply(change.lease) && lease) out.push(lease);
+    },
+    resync() {
+      stores.leases
+        .read(tenant, unitId)
+        .then((current) => apply(current) && lease && out.push(lease))
+        .catch(onError);
+    },
+  });
+  stores.leases
+    .read(tenant, unitId)
+    .then((current) => {
+      apply(current);
+      ready = true;
+      for (const change of early) apply(change);
+      if (lease) out.push(lease);
+    })
+    .catch((err) => {
+      onError?.(err);
+      out.fail(err);
+    });
+  return out;
+}
