@@ -41,6 +41,11 @@ export interface FaultRule {
   probability?: number;
   /** Affect only the next N matching calls (default: every one). */
   times?: number;
+  /**
+   * Fail after the operation was applied, as when a response is lost on the way back:
+   * the write happened, the client sees an error (and the SDK may resend it).
+   */
+  after?: boolean;
 }
 
 export interface InjectedFault {
@@ -77,9 +82,12 @@ export class Faults {
     this.rules.clear();
   }
 
-  /** Applies the rules matching `operation`: waits out added latency, then throws an injected error. */
-  async apply(operation: string, body?: Record<string, unknown>) {
-    if (this.rules.size === 0) return;
+  /**
+   * Applies the rules matching `operation`: waits out added latency, then throws an injected
+   * error. Returns the error to throw once the operation has run, for `after` rules.
+   */
+  async apply(operation: string, body?: Record<string, unknown>): Promise<EngineError | undefined> {
+    if (this.rules.size === 0) return undefined;
     // Decide which rules fire before waiting on any latency, so `times` counts calls exactly.
     const fired: FaultRule[] = [];
     for (const rule of this.rules) {
@@ -91,8 +99,9 @@ export class Faults {
     }
     const latency = fired.reduce((sum, rule) => sum + (rule.latencyMs ?? 0), 0);
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
-    const error = fired.find((rule) => rule.error)?.error;
-    if (!error) return;
+    const afterwards = fired.find((rule) => rule.error && rule.after)?.error;
+    const error = fired.find((rule) => rule.error && !rule.after)?.error;
+    if (!error) return afterwards ? faultErrors[afterwards]() : undefined;
     if (error === 'TransactionConflictException' && operation === 'TransactWriteItems') {
       // Between transactions DynamoDB reports a conflict as a cancellation reason.
       const count = Array.isArray(body?.TransactItems) ? body.TransactItems.length : 1;

@@ -125,14 +125,17 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     if (service === 'DynamoDB_20120810') {
       const handler = dynamodb[operation];
       if (!handler && !isDynaliteOperation(operation)) throw errors.unknownOperation();
-      await faults.apply(operation, body);
-      if (handler) return handler(body);
+      const afterwards = await faults.apply(operation, body);
       // Reads and table listing: dynalite as it is, always through its validation.
-      return runAction(operation as never, store, validate(operation as never, body, store));
+      const result = await (handler ? handler(body) : runAction(operation as never, store, validate(operation as never, body, store)));
+      if (afterwards) throw afterwards;
+      return result;
     }
     if (service === 'DynamoDBStreams_20120810' && streamsOperations.includes(operation as StreamsOperation)) {
-      await faults.apply(operation, body);
-      return streamsApi.handle(operation as StreamsOperation, body);
+      const afterwards = await faults.apply(operation, body);
+      const result = streamsApi.handle(operation as StreamsOperation, body);
+      if (afterwards) throw afterwards;
+      return result;
     }
     throw errors.unknownOperation();
   }
