@@ -7,7 +7,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { createYoga, maskError as defaultMaskError } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import type { Context } from './context.ts';
-import { ContentionExceeded } from './domain/errors.ts';
+import { ContentionExceeded, InvalidInput } from './domain/errors.ts';
 
 /** What a request is known by when its context is made: an HTTP request, or a WebSocket's connection_init. */
 export interface RequestInfo {
@@ -39,7 +39,9 @@ function maskError(logError: (error: unknown) => void) {
     if (original instanceof ContentionExceeded) {
       return new GraphQLError(original.message, { extensions: { code: 'CONTENTION', retryable: true } });
     }
-    if (!(error instanceof GraphQLError) || original) logError(original ?? error);
+    if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: 'BAD_USER_INPUT' } });
+    // Errors made on purpose for the client (bad input, not found) are not news for the log.
+    if (!(original instanceof GraphQLError) && !(error instanceof GraphQLError && !original)) logError(original ?? error);
     return defaultMaskError(error, message, isDev);
   };
 }
@@ -53,7 +55,8 @@ export function buildApp({ schema, context, graphiql, logError = (e) => console.
     // GraphiQL served from this process, not a CDN: it works offline.
     renderGraphiQL,
     landingPage: false,
-    maskedErrors: { maskError: maskError(logError) },
+    // Never stack traces or DynamoDB internals to clients, whatever NODE_ENV says.
+    maskedErrors: { maskError: maskError(logError), isDev: false },
     logging: false,
   });
   const server = createServer(yoga);

@@ -47,6 +47,8 @@ const env = z.object({
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
   RUNPLANE_GRAPHIQL: flag(true),
   RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  // Until API keys are supported, a server told to use them must not start open.
+  RUNPLANE_API_KEYS: z.undefined({ message: 'API keys are not supported yet; unset it to run open as the default tenant' }).optional(),
 });
 
 export interface Config {

@@ -80,6 +80,16 @@ export class LeaseHeld extends DomainError {
   }
 }
 
+/** Input that only DynamoDB could judge (an item too large once stored): a client error, naming the field. */
+export class InvalidInput extends Error {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super(`Invalid input: ${field}: ${problem}`);
+  }
+}
+
 /** Too many writers collided for too long; the caller may retry. */
 export class ContentionExceeded extends Error {
   constructor(readonly runId: string) {

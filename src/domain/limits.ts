@@ -18,14 +18,28 @@ export const MAX_OWNER_LENGTH = 256;
 /** Nesting DynamoDB allows in an attribute is 32; leave room for the item around the payload. */
 export const MAX_PAYLOAD_DEPTH = 24;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024;
-/** DynamoDB's item limit is 400 KB; keep room for the event's other attributes. */
-export const MAX_PAYLOAD_BYTES_LIMIT = 350 * 1024;
+/**
+ * DynamoDB's item limit is 400 KB, and a payload's stored size can be about 1.5 times its
+ * JSON size (a list of small numbers); this keeps the largest allowed payload storable.
+ */
+export const MAX_PAYLOAD_BYTES_LIMIT = 256 * 1024;
 export const MAX_LEASE_TTL_SECONDS = 7 * 24 * 3600;
 export const MAX_PAGE_SIZE = 500;
 export const DEFAULT_PAGE_SIZE = 50;
 
 export function isId(value: string) {
   return ID_PATTERN.test(value);
+}
+
+/** Whether a JSON value holds a number JSON itself cannot carry (Infinity from a literal like 1e400, NaN). */
+export function hasNonFiniteNumber(value: unknown) {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const current = stack.pop();
+    if (typeof current === 'number' && !Number.isFinite(current)) return true;
+    if (current !== null && typeof current === 'object') stack.push(...Object.values(current));
+  }
+  return false;
 }
 
 /** Whether a JSON value nests deeper than `max` (iterative: hostile input cannot blow the stack). */

@@ -1,6 +1,7 @@
 import { GraphQLError } from 'graphql';
 import { z } from 'zod';
 import { BudgetExceeded, RunNotFound, SequenceConflict } from '../domain/errors.ts';
+import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import { amount, eventType, id, payload, positive } from './inputs.ts';
@@ -26,7 +27,7 @@ export function seqOfCursor(cursor: string | null | undefined, arg: string) {
   if (cursor == null) return undefined;
   const text = Buffer.from(cursor, 'base64url').toString();
   const seq = Number(text.slice(cursorPrefix.length));
-  if (!text.startsWith(cursorPrefix) || !Number.isSafeInteger(seq) || seq < 0) {
+  if (!text.startsWith(cursorPrefix) || !Number.isSafeInteger(seq) || seq < 0 || seq > MAX_INT) {
     throw new GraphQLError(`Invalid input: ${arg}: not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
   }
   return seq;

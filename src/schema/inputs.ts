@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   EVENT_TYPE_PATTERN,
   EVENT_TYPE_RULE,
+  hasNonFiniteNumber,
   ID_PATTERN,
   ID_RULE,
   MAX_INT,
@@ -32,4 +33,5 @@ export const text = (max: number, { multiline = false } = {}) =>
 export const owner = text(MAX_OWNER_LENGTH);
 export const payload = z
   .unknown()
-  .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`);
+  .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`)
+  .refine((value) => !hasNonFiniteNumber(value), 'must not hold a number beyond the range of a double (such as 1e400)');

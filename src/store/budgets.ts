@@ -1,4 +1,5 @@
 /** The budget ledger: a charge is ONE conditional update, never read-modify-write. */
+import { randomUUID } from 'node:crypto';
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
 import type { Budget } from '../domain/run.ts';
@@ -6,6 +7,7 @@ import { attr, toBudget } from '../table/codec.ts';
 import { conditions, isConditionalCheckFailed, oldItem } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
+import { retryConflicts } from './retry.ts';
 
 export interface Charge {
   tenant: string;
@@ -14,20 +16,22 @@ export interface Charge {
 }
 
 /** The update that charges `amount`, for use alone or inside a transaction. */
-export function chargeUpdate(tableName: string, { tenant, runId, amount }: Charge, now: Date) {
+export function chargeUpdate(tableName: string, { tenant, runId, amount }: Charge, now: Date, chargeId: string) {
   return {
     TableName: tableName,
     Key: keys.budget(tenant, runId),
-    UpdateExpression: 'ADD #spent :amount, #remaining :minus, #version :one SET #updatedAt = :now',
-    // The run exists, and the charge keeps spent <= cap.
-    ConditionExpression: `${conditions.present} AND ${conditions.budgetCovers}`,
+    UpdateExpression: 'ADD #spent :amount, #remaining :minus, #version :one SET #updatedAt = :now, #lastCharge = :chargeId',
+    // The run exists, the charge keeps spent <= cap, and this very charge was not applied
+    // already (an SDK resend after a lost response finds its own id and stops).
+    ConditionExpression: `${conditions.present} AND ${conditions.budgetCovers} AND ${conditions.notLastCharge}`,
     ExpressionAttributeNames: {
       '#spent': attr.spent,
       '#remaining': attr.remaining,
       '#version': attr.version,
       '#updatedAt': attr.updatedAt,
+      '#lastCharge': attr.lastChargeId,
     },
-    ExpressionAttributeValues: { ':amount': amount, ':minus': -amount, ':one': 1, ':now': now.toISOString() },
+    ExpressionAttributeValues: { ':amount': amount, ':minus': -amount, ':one': 1, ':now': now.toISOString(), ':chargeId': chargeId },
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
   };
 }
@@ -44,12 +48,18 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps) {
      * @throws RunNotFound when the run does not exist
      */
     async charge(charge: Charge): Promise<Budget> {
+      const chargeId = randomUUID();
       try {
-        const { Attributes } = await doc.send(new UpdateCommand({ ...chargeUpdate(tableName, charge, now()), ReturnValues: 'ALL_NEW' }));
+        const { Attributes } = await retryConflicts(() =>
+          doc.send(new UpdateCommand({ ...chargeUpdate(tableName, charge, now(), chargeId), ReturnValues: 'ALL_NEW' })),
+        );
         return toBudget(Attributes ?? {});
       } catch (err) {
         if (!isConditionalCheckFailed(err)) throw err;
-        throw chargeRefusal(charge, oldItem(err));
+        const found = oldItem(err);
+        // The SDK resent this charge after a lost response: it was applied once, and that is it.
+        if (found?.[attr.lastChargeId] === chargeId) return toBudget(found);
+        throw chargeRefusal(charge, found);
       }
     },
 

@@ -2,15 +2,17 @@
  * A run's event stream. An append is a put conditioned on its seq being free; with a
  * cost, the put and the budget charge are one transaction (both or neither).
  */
+import { randomUUID } from 'node:crypto';
 import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { ContentionExceeded, RunNotFound, SequenceConflict } from '../domain/errors.ts';
+import { ContentionExceeded, InvalidInput, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
 import { attr, eventItem, toEvent } from '../table/codec.ts';
-import { cancellations, conditions, isConditionalCheckFailed, isTransactionCanceled } from '../table/conditions.ts';
+import { cancellations, conditions, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
 import { eventSk, keys } from '../table/keys.ts';
 import { chargeRefusal, chargeUpdate } from './budgets.ts';
 import type { StoreDeps } from './deps.ts';
+import { retryConflicts } from './retry.ts';
 
 export interface AppendEvent {
   tenant: string;
@@ -39,8 +41,12 @@ export interface EventPageQuery {
 
 /** Collisions tolerated before an append gives up (each one means another writer won a seq). */
 const MAX_APPEND_ATTEMPTS = 256;
+/** Items read per Query when filtering by type. */
+const FILTERED_PAGE = 500;
 /** Remembered per run: which runs exist and their last known seq. */
 const MAX_REMEMBERED_RUNS = 10_000;
+
+const isItemTooLarge = (err: unknown) => (err as Error)?.name === 'ValidationException' && /Item size/.test((err as Error).message);
 
 export function createEventStore({ doc, tableName, now }: StoreDeps) {
   const knownRuns = new Set<string>();
@@ -82,29 +88,45 @@ export function createEventStore({ doc, tableName, now }: StoreDeps) {
 
   /** Writes the event if its seq is free; false if another writer has it. */
   async function put(tenant: string, event: RunEvent, cost: number | undefined) {
-    const item = eventItem(tenant, event);
+    const writeId = randomUUID();
+    const item = eventItem(tenant, event, writeId);
     if (cost === undefined) {
       try {
-        // A seq is taken once: two writers can never both have it.
-        await doc.send(new PutCommand({ TableName: tableName, Item: item, ConditionExpression: conditions.absent }));
+        await retryConflicts(() =>
+          doc.send(
+            new PutCommand({
+              TableName: tableName,
+              Item: item,
+              // A seq is taken once: two writers can never both have it.
+              ConditionExpression: conditions.absent,
+              ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+            }),
+          ),
+        );
         return true;
       } catch (err) {
-        if (isConditionalCheckFailed(err)) return false;
-        throw err;
+        if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
+        if (!isConditionalCheckFailed(err)) throw err;
+        // The SDK resent our put after a lost response: the seq is ours.
+        return oldItem(err)?.[attr.writeId] === writeId;
       }
     }
     const charge = { tenant, runId: event.runId, amount: cost };
     try {
-      await doc.send(
-        new TransactWriteCommand({
-          TransactItems: [
-            { Put: { TableName: tableName, Item: item, ConditionExpression: conditions.absent } },
-            { Update: chargeUpdate(tableName, charge, event.createdAt) },
-          ],
-        }),
+      // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
+      await retryConflicts(() =>
+        doc.send(
+          new TransactWriteCommand({
+            TransactItems: [
+              { Put: { TableName: tableName, Item: item, ConditionExpression: conditions.absent } },
+              { Update: chargeUpdate(tableName, charge, event.createdAt, writeId) },
+            ],
+          }),
+        ),
       );
       return true;
     } catch (err) {
+      if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
       if (!isTransactionCanceled(err)) throw err;
       const [seqTaken, refused] = cancellations(err);
       if (refused?.conditionFailed) throw chargeRefusal(charge, refused.item);
@@ -178,7 +200,8 @@ export function createEventStore({ doc, tableName, now }: StoreDeps) {
               : {}),
             ScanIndexForward: forward,
             ConsistentRead: consistent,
-            Limit: limit + 1,
+            // A filter applies after Limit: read wider pages so that a rare type costs few requests.
+            Limit: types?.length ? Math.max(limit + 1, FILTERED_PAGE) : limit + 1,
             ExclusiveStartKey: start,
           }),
         );

@@ -6,6 +6,7 @@ import { attr, toLease } from '../table/codec.ts';
 import { conditions, isConditionalCheckFailed, oldItem } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
+import { retryConflicts } from './retry.ts';
 
 export interface AcquireLease {
   tenant: string;
@@ -32,34 +33,37 @@ export function createLeaseStore({ doc, tableName, now }: StoreDeps) {
     async acquire({ tenant, unitId, owner, ttlSeconds }: AcquireLease): Promise<Lease> {
       const at = now().getTime();
       try {
-        const { Attributes } = await doc.send(
-          new UpdateCommand({
-            TableName: tableName,
-            Key: keys.lease(tenant, unitId),
-            // Free, expired, or already mine: one holder at a time.
-            ConditionExpression: [conditions.leaseFree, conditions.leaseExpired, conditions.leaseMine].join(' OR '),
-            // The token only ever grows: a stale holder's token is always smaller (fencing).
-            UpdateExpression:
-              'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until ADD #token :one, #version :one',
-            ExpressionAttributeNames: {
-              '#unitId': attr.unitId,
-              '#owner': attr.owner,
-              '#acquiredAt': attr.acquiredAt,
-              '#leaseUntil': attr.leaseUntil,
-              '#token': attr.token,
-              '#version': attr.version,
-            },
-            ExpressionAttributeValues: {
-              ':unitId': unitId,
-              ':owner': owner,
-              ':acquiredAt': new Date(at).toISOString(),
-              ':until': at + ttlSeconds * 1000,
-              ':now': at,
-              ':one': 1,
-            },
-            ReturnValues: 'ALL_NEW',
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
+        // A resent acquire (lost response) finds the lease already the caller's: it only extends it.
+        const { Attributes } = await retryConflicts(() =>
+          doc.send(
+            new UpdateCommand({
+              TableName: tableName,
+              Key: keys.lease(tenant, unitId),
+              // Free, expired, or already mine: one holder at a time.
+              ConditionExpression: [conditions.leaseFree, conditions.leaseExpired, conditions.leaseMine].join(' OR '),
+              // The token only ever grows: a stale holder's token is always smaller (fencing).
+              UpdateExpression:
+                'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until ADD #token :one, #version :one',
+              ExpressionAttributeNames: {
+                '#unitId': attr.unitId,
+                '#owner': attr.owner,
+                '#acquiredAt': attr.acquiredAt,
+                '#leaseUntil': attr.leaseUntil,
+                '#token': attr.token,
+                '#version': attr.version,
+              },
+              ExpressionAttributeValues: {
+                ':unitId': unitId,
+                ':owner': owner,
+                ':acquiredAt': new Date(at).toISOString(),
+                ':until': at + ttlSeconds * 1000,
+                ':now': at,
+                ':one': 1,
+              },
+              ReturnValues: 'ALL_NEW',
+              ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+            }),
+          ),
         );
         return toLease(Attributes ?? {});
       } catch (err) {

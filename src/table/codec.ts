@@ -28,6 +28,10 @@ export const attr = {
   acquiredAt: 'acquiredAt',
   /** Lease expiry in epoch milliseconds (conditions compare it with the clock). */
   leaseUntil: 'leaseUntil',
+  /** A random id of the write that last changed the row: a write resent by the SDK recognises itself. */
+  writeId: 'writeId',
+  /** The id of the last charge applied to a budget (same purpose). */
+  lastChargeId: 'lastChargeId',
   /** The table's TTL attribute, epoch seconds. */
   expiresAt: 'expiresAt',
 } as const;
@@ -87,9 +91,10 @@ export function toBudget(item: Item): Budget {
   };
 }
 
-export function eventItem(tenant: string, event: RunEvent): Item {
+export function eventItem(tenant: string, event: RunEvent, writeId: string): Item {
   return {
     ...keys.event(tenant, event.runId, event.seq),
+    [attr.writeId]: writeId,
     [attr.entity]: 'event',
     [attr.runId]: event.runId,
     [attr.seq]: event.seq,

@@ -19,6 +19,8 @@ export const conditions = {
   leaseMine: '#owner = :owner',
   /** The charge keeps spent <= cap: remaining is cap - spent, kept in the same row. */
   budgetCovers: '#remaining >= :amount',
+  /** This charge (by its id) is not the last one applied: a resent charge is not applied twice. */
+  notLastCharge: '(attribute_not_exists(#lastCharge) OR #lastCharge <> :chargeId)',
   /** The run is still in the status the caller saw. */
   statusIs: '#status = :from',
 } as const;

@@ -36,9 +36,12 @@ export async function ensureTable(client: DynamoDBClient, tableName: string, opt
       // Another replica created it first: fine.
       if (!(err instanceof ResourceInUseException)) throw err;
     }
+  }
+  // Also when another replica has just created it: serve only once it takes writes.
+  if (table?.TableStatus !== 'ACTIVE' || (table.GlobalSecondaryIndexes ?? []).some((i) => i.IndexStatus !== 'ACTIVE')) {
     table = await waitActive(client, tableName, options.timeoutMs ?? 120_000);
   }
-  checkShape(table);
+  checkShape(table as TableDescription);
   const { TimeToLiveDescription } = await client.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
   const ttl = TimeToLiveDescription?.TimeToLiveStatus;
   if (ttl === 'DISABLED' && options.create) {

@@ -141,6 +141,30 @@ describe('appendEvent', () => {
     expect(await eventRows(runId)).toEqual([]);
   });
 
+  test('a number JSON cannot carry (1e400 parses to Infinity) is refused naming the payload', async () => {
+    const runId = await newRun();
+    const response = await fetch(api.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: `{"query":"mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }","variables":{"input":{"runId":"${runId}","type":"x","payload":{"n":1e400}}}}`,
+    });
+    const body = (await response.json()) as { errors?: { message: string; extensions?: { code?: string } }[] };
+    expect(body.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(body.errors?.[0]?.message).toContain('input.payload');
+    expect(await eventRows(runId)).toEqual([]);
+  });
+
+  test('a type filter reads wide pages: a type that never matches costs few requests', async () => {
+    const runId = await newRun();
+    for (let i = 0; i < 120; i++) await append({ runId, type: 'common' });
+    const before = api.requests.length;
+    const { data } = await api.gql(`query($id: ID!) { run(id: $id) { events(first: 1, types: ["rare"]) { edges { cursor } } } }`, {
+      id: runId,
+    });
+    expect(data.run.events.edges).toEqual([]);
+    expect(api.requests.length - before).toBeLessThanOrEqual(2);
+  });
+
   test('numbers beyond 2^53 in a payload read back as JSON would parse them', async () => {
     const runId = await newRun();
     await append({ runId, type: 'big', payload: { n: 1e20 } });

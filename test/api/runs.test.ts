@@ -156,6 +156,7 @@ describe('run(id)', () => {
     ['first: 501', 'events.first'],
     ['first: 1, last: 1', 'first or last'],
     ['after: "bm9wZQ"', 'events.after'],
+    [`before: "${Buffer.from('seq:3000000000').toString('base64url')}"`, 'events.before'],
     ['types: ["a#b"]', 'types'],
   ])('events(%s) is refused naming %s', async (args, named) => {
     const run = await createRun();

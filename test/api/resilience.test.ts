@@ -1,0 +1,146 @@
+/**
+ * The API when DynamoDB misbehaves, on an engine of this file's own: responses lost after
+ * a write was applied (the SDK resends it), transaction conflicts, tables still CREATING.
+ */
+import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Engine } from '../../src/engine/index.ts';
+import { tableDefinition } from '../../src/table/definition.ts';
+import { ensureTable } from '../../src/table/ensure.ts';
+import { dynamoClient, uniqueName } from '../support/aws.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+describe.skipIf(onlyEmbedded)('resilience', () => {
+  let engine: Engine;
+  let api: TestServer;
+  beforeAll(async () => {
+    ({ engine } = await ownEngine());
+    api = await startTestServer({ endpoint: engine.endpoint });
+  });
+  afterAll(async () => {
+    await api.server.stop();
+    await engine.close();
+  });
+
+  async function newRun(budgetCap = 100) {
+    const id = uniqueName('run');
+    await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, { input: { id, task: 't', budgetCap } });
+    return id;
+  }
+  const rows = async (runId: string) =>
+    (
+      await api.server.clients.doc.send(
+        new QueryCommand({
+          TableName: api.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+          ConsistentRead: true,
+        }),
+      )
+    ).Items ?? [];
+
+  describe('a response lost after the write was applied (the SDK resends it)', () => {
+    test('an append is stored once, at the seq its writer is told', async () => {
+      const runId = await newRun();
+      using _ = engine.faults.inject({ operations: ['PutItem'], error: 'InternalServerError', after: true, times: 1 });
+      const { data } = await api.gql(
+        `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`,
+        {
+          input: { runId, type: 'once' },
+        },
+      );
+      expect(data.appendEvent).toEqual({ __typename: 'Event', seq: 1 });
+      expect((await rows(runId)).filter((row) => String(row.sk).startsWith('evt#'))).toHaveLength(1);
+    });
+
+    test('a charge is applied once', async () => {
+      const runId = await newRun(100);
+      using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'InternalServerError', after: true, times: 1 });
+      const { data } = await api.gql(
+        `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename ... on Budget { spent } } }`,
+        {
+          input: { runId, amount: 10 },
+        },
+      );
+      expect(data.chargeBudget).toEqual({ __typename: 'Budget', spent: 10 });
+      expect((await rows(runId)).find((row) => row.sk === '#budget')).toMatchObject({ spent: 10, remaining: 90 });
+    });
+
+    test('a transition reports success, not a conflict with itself', async () => {
+      const runId = await newRun();
+      using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'InternalServerError', after: true, times: 1 });
+      const { data } = await api.gql(
+        `mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename ... on Run { status version } } }`,
+        {
+          input: { runId, from: 'RUNNING', to: 'COMPLETED' },
+        },
+      );
+      expect(data.transitionRun).toEqual({ __typename: 'Run', status: 'COMPLETED', version: 2 });
+    });
+  });
+
+  describe('transaction conflicts are retried', () => {
+    test('an append with a cost goes through after conflicts', async () => {
+      const runId = await newRun(100);
+      using conflict = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'TransactionConflictException', times: 2 });
+      const { data } = await api.gql(
+        `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`,
+        {
+          input: { runId, type: 'paid', cost: 5 },
+        },
+      );
+      expect(data.appendEvent).toEqual({ __typename: 'Event', seq: 1 });
+      expect(conflict.hits).toBe(2);
+      expect((await rows(runId)).find((row) => row.sk === '#budget')).toMatchObject({ spent: 5 });
+    });
+
+    test('a charge goes through after conflicts', async () => {
+      const runId = await newRun(100);
+      using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'TransactionConflictException', times: 2 });
+      const { data } = await api.gql(
+        `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename ... on Budget { spent } } }`,
+        {
+          input: { runId, amount: 7 },
+        },
+      );
+      expect(data.chargeBudget).toEqual({ __typename: 'Budget', spent: 7 });
+    });
+  });
+
+  test('a run whose first page passes 1 MB still reports every event', async () => {
+    const runId = await newRun();
+    const payload = { blob: 'x'.repeat(60_000) };
+    for (let i = 0; i < 20; i++) {
+      await api.gql(`mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }`, {
+        input: { runId, type: 'big', payload },
+      });
+    }
+    const { data } = await api.gql(
+      `query($id: ID!) { run(id: $id) { lastSeq events(first: 50) { edges { node { seq } } pageInfo { hasNextPage } } } }`,
+      {
+        id: runId,
+      },
+    );
+    expect(data.run.lastSeq).toBe(20);
+    expect(data.run.events.edges).toHaveLength(20);
+    expect(data.run.events.pageInfo.hasNextPage).toBe(false);
+  });
+
+  test('a server starting while its table is still CREATING waits until it is ACTIVE', async () => {
+    const slow = await ownEngine({ createTableMs: 300 });
+    try {
+      const client = dynamoClient({ endpoint: slow.engine.endpoint });
+      const name = uniqueName('creating');
+      await client.send(new CreateTableCommand(tableDefinition(name)));
+      await ensureTable(client, name, { create: true });
+      const server = await startTestServer({ endpoint: slow.engine.endpoint, table: name, stopAfterAll: false });
+      const { data } = await server.gql(`mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }`);
+      expect(data.createRun.__typename).toBe('Run');
+      await server.server.stop();
+    } finally {
+      await slow.engine.close();
+    }
+  });
+});
