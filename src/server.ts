@@ -66,6 +66,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const context = (): Context => ({ tenant: 'default', stores, live: feeds, limits: config.limits });
     const app = buildApp({ schema, context, graphiql: config.graphiql, logError: options.logError });
     const url = await app.start(config.port, config.host);
+    let stopping: Promise<void> | undefined;
     return {
       url,
       dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
@@ -73,11 +74,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       live,
       clients,
       tableCreated,
-      async stop() {
-        await app.stop();
-        await feeds.stop();
-        clients.destroy();
-        await engine?.close();
+      stop() {
+        stopping ??= (async () => {
+          await app.stop();
+          await feeds.stop();
+          clients.destroy();
+          await engine?.close();
+        })();
+        return stopping;
       },
     };
   } catch (err) {

@@ -97,33 +97,42 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunE
       return;
     }
     filling = (async () => {
-      do {
-        fillAgain = false;
-        const startedAt = ++generation;
-        for (;;) {
-          if (closed || lagging || next === undefined) return;
-          const page = await events.page({ tenant, runId, after: next - 1, limit: PAGE, consistent: true });
-          for (const event of page.events) {
-            if (lagging || closed) return;
-            if (event.seq >= next) deliver(event);
-          }
-          if (!page.more) break;
+      for (let failures = 0; ; failures++) {
+        try {
+          await fillOnce();
+          return;
+        } catch (err) {
+          // The table is unreachable for now: the subscriber waits, it is not dropped.
+          options.onError?.(err);
+          await new Promise((resolve) => setTimeout(resolve, Math.min(5_000, 100 * 2 ** failures)));
+          if (closed) return;
         }
-        // Events seen before this fill began, with seqs still missing before them, sit
-        // behind a real gap in the table (a direct writer skipped seqs): step over it.
-        const covered = [...pending.values()].filter((p) => p.generation < startedAt).map((p) => p.event.seq);
-        if (covered.length > 0 && next !== undefined && Math.min(...covered) > next) next = Math.min(...covered);
-        flush();
-      } while (fillAgain && !closed);
-    })()
-      .catch((err) => {
-        options.onError?.(err);
-        out.fail(err);
-      })
-      .finally(() => {
-        filling = undefined;
-        if (pending.size > 0) flush();
-      });
+      }
+    })().finally(() => {
+      filling = undefined;
+      if (pending.size > 0) flush();
+    });
+  }
+
+  async function fillOnce() {
+    do {
+      fillAgain = false;
+      const startedAt = ++generation;
+      for (;;) {
+        if (closed || lagging || next === undefined) return;
+        const page = await events.page({ tenant, runId, after: next - 1, limit: PAGE, consistent: true });
+        for (const event of page.events) {
+          if (lagging || closed) return;
+          if (event.seq >= next) deliver(event);
+        }
+        if (!page.more) break;
+      }
+      // Events seen before this fill began, with seqs still missing before them, sit
+      // behind a real gap in the table (a direct writer skipped seqs): step over it.
+      const covered = [...pending.values()].filter((p) => p.generation < startedAt).map((p) => p.event.seq);
+      if (covered.length > 0 && next !== undefined && Math.min(...covered) > next) next = Math.min(...covered);
+      flush();
+    } while (fillAgain && !closed);
   }
 
   const unsubscribe = hub.subscribe(topics.events(tenant, runId), {

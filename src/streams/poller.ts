@@ -75,6 +75,8 @@ export class StreamPoller {
   private discoverAgain = false;
   /** GetRecords calls made, for tests and metrics. */
   getRecordsCalls = 0;
+  /** Failures met so far, by error name. */
+  readonly failures: Record<string, number> = {};
   private readonly events = new EventEmitter();
 
   constructor(private readonly options: PollerOptions) {
@@ -258,6 +260,7 @@ export class StreamPoller {
       } catch (err) {
         if (this.stopped) return;
         const name = (err as Error).name;
+        this.failures[name] = (this.failures[name] ?? 0) + 1;
         if (name === 'ExpiredIteratorException') {
           shard.iterator = undefined;
           if (!shard.lastSeq && shard.start === 'LATEST') this.options.onLost(`iterator of ${shard.id} expired before its first record`);

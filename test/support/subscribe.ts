@@ -19,6 +19,8 @@ export function wsClient(httpUrl: string, options: { connectionParams?: Record<s
     connectionParams: options.connectionParams,
     retryAttempts: 0,
     lazy: false,
+    // A server going away is part of some tests: not an error to print.
+    onNonLazyError: () => undefined,
   });
 }
 
