@@ -1,0 +1,73 @@
+/** `npm run tail` as an operator runs it: a child process printing a run's events, surviving a server restart. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { expect, test } from 'vitest';
+import { uniqueName } from '../support/aws.ts';
+import { startTestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+function tail(args: string[]) {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/tail.ts', ...args]);
+  const out = { lines: [] as string[], err: '' };
+  let buffer = '';
+  child.stdout?.on('data', (chunk) => {
+    buffer += chunk;
+    const lines = buffer.split('\n');
+    buffer = lines.pop() ?? '';
+    out.lines.push(...lines);
+  });
+  child.stderr?.on('data', (chunk) => {
+    out.err += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, out, exited };
+}
+
+const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }`;
+
+test('npm run tail prints a run from the start, then live, and resumes exactly after a server restart', async () => {
+  const first = await startTestServer({ stopAfterAll: false });
+  const runId = uniqueName('run');
+  await first.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+    input: { id: runId, task: 't', budgetCap: 1 },
+  });
+  await first.gql(APPEND, { input: { runId, type: 'run.created' } });
+  await first.gql(APPEND, { input: { runId, type: 'tool.returned', payload: { ok: true } } });
+
+  const { child, out, exited } = tail([runId, '--from-start', '--url', first.url]);
+  try {
+    await waitFor(() => out.lines.length >= 2, { timeoutMs: 20_000, what: 'the history' });
+    await first.gql(APPEND, { input: { runId, type: 'live' } });
+    await waitFor(() => out.lines.length >= 3, { what: 'a live event' });
+
+    // The server goes away and comes back on the same port: tail resumes after seq 3.
+    const port = new URL(first.url).port;
+    await first.server.stop();
+    const second = await startTestServer({ table: first.table, env: { PORT: port }, stopAfterAll: false });
+    try {
+      await second.gql(APPEND, { input: { runId, type: 'after.restart' } });
+      await second.gql(APPEND, { input: { runId, type: 'after.restart' } });
+      await waitFor(() => out.lines.length >= 5, { timeoutMs: 20_000, what: 'events after the restart' });
+      await second.server.live.poller.caughtUp();
+    } finally {
+      await second.server.stop();
+    }
+    expect(out.lines.map((line) => line.replace(/ {2}\S+Z {2}/, ' '))).toEqual([
+      '#1 run.created',
+      '#2 tool.returned  {"ok":true}',
+      '#3 live',
+      '#4 after.restart',
+      '#5 after.restart',
+    ]);
+    expect(out.err).toMatch(/connection lost .* resuming after seq 3/);
+  } finally {
+    child.kill('SIGINT');
+    await exited;
+  }
+});
+
+test('an unknown run ends npm run tail with a message and exit code 1', async () => {
+  const api = await startTestServer();
+  const { out, exited } = tail([uniqueName('absent'), '--url', api.url]);
+  expect(await exited).toBe(1);
+  expect(out.err).toMatch(/does not exist/);
+});
