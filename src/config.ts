@@ -1,7 +1,13 @@
 /** The only reader of process.env: validated once at start, with a message naming any bad value. */
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from './domain/limits.ts';
+import {
+  DEFAULT_IDEMPOTENCY_TTL_HOURS,
+  DEFAULT_LEASE_RETENTION_DAYS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_RUN_RETENTION_DAYS,
+  MAX_PAYLOAD_BYTES_LIMIT,
+} from './domain/limits.ts';
 
 const port = (fallback: number) =>
   z
@@ -16,6 +22,13 @@ const flag = (fallback: boolean) =>
     .enum(['true', 'false', '1', '0'], { message: 'must be true or false' })
     .transform((v) => v === 'true' || v === '1')
     .default(fallback);
+
+const whole = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be a whole number from ${min} to ${max}`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `must be a whole number from ${min} to ${max}`);
 
 const endpoint = z
   .string()
@@ -46,6 +59,9 @@ const env = z.object({
     .refine((n) => n >= 1 && n <= MAX_PAYLOAD_BYTES_LIMIT, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
   RUNPLANE_GRAPHIQL: flag(true),
+  RUNPLANE_IDEMPOTENCY_TTL_HOURS: whole(1, 24 * 365).default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
+  RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
+  RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
   RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
   // Until API keys are supported, a server told to use them must not start open.
   RUNPLANE_API_KEYS: z.undefined({ message: 'API keys are not supported yet; unset it to run open as the default tenant' }).optional(),
@@ -72,6 +88,7 @@ export interface Config {
     readonly dataDir?: string;
   };
   readonly limits: { readonly maxPayloadBytes: number };
+  readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
   readonly graphiql: boolean;
 }
 
@@ -109,6 +126,11 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     },
     engine: { port: e.RUNPLANE_ENGINE_PORT, dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR) },
     limits: { maxPayloadBytes: e.RUNPLANE_MAX_PAYLOAD_BYTES },
+    retention: {
+      idempotencySeconds: e.RUNPLANE_IDEMPOTENCY_TTL_HOURS * 3600,
+      finishedRunSeconds: e.RUNPLANE_RUN_RETENTION_DAYS * 86400,
+      leaseSeconds: e.RUNPLANE_LEASE_RETENTION_DAYS * 86400,
+    },
     graphiql: e.RUNPLANE_GRAPHIQL,
   };
 }

@@ -3,10 +3,12 @@ import type { Budget, Lease, Run, RunEvent } from './domain/run.ts';
 import type { BudgetStore } from './store/budgets.ts';
 import type { EventStore } from './store/events.ts';
 import type { LeaseStore } from './store/leases.ts';
+import type { RunListing } from './store/run-list.ts';
 import type { RunStore } from './store/runs.ts';
 
 export interface Stores {
   runs: RunStore;
+  runList: RunListing;
   events: EventStore;
   budgets: BudgetStore;
   leases: LeaseStore;

@@ -8,7 +8,9 @@ import { schema } from './schema/index.ts';
 import { createBudgetStore } from './store/budgets.ts';
 import type { StoreDeps } from './store/deps.ts';
 import { createEventStore } from './store/events.ts';
+import { createIdempotency } from './store/idempotency.ts';
 import { createLeaseStore } from './store/leases.ts';
+import { createRunListing } from './store/run-list.ts';
 import { createRunStore } from './store/runs.ts';
 import { withFastPath } from './streams/fast-path.ts';
 import { type Live, startLive } from './streams/live.ts';
@@ -22,17 +24,21 @@ export interface RunningServer {
   dynamodbEndpoint: string | undefined;
   engine: Engine | undefined;
   live: Live;
+  /** The stores without the fast path (tests wait on their background work). */
+  stores: Stores;
   clients: Clients;
   tableCreated: boolean;
   stop(): Promise<void>;
 }
 
 export function createStores(deps: StoreDeps): Stores {
+  const idempotency = createIdempotency(deps, deps.retention.idempotencySeconds);
   return {
-    runs: createRunStore(deps),
-    events: createEventStore(deps),
-    budgets: createBudgetStore(deps),
-    leases: createLeaseStore(deps),
+    runs: createRunStore(deps, idempotency),
+    runList: createRunListing(deps),
+    events: createEventStore(deps, idempotency),
+    budgets: createBudgetStore(deps, idempotency),
+    leases: createLeaseStore(deps, idempotency),
   };
 }
 
@@ -59,7 +65,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable });
-    const raw = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date() });
+    const raw = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date(), retention: config.retention });
     live = await startLive({ clients, tableName: config.table, stores: raw, poll: options.poll, log: options.log });
     const stores = withFastPath(raw, live.hub);
     const feeds = live;
@@ -72,11 +78,13 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
       engine,
       live,
+      stores: raw,
       clients,
       tableCreated,
       stop() {
         stopping ??= (async () => {
           await app.stop();
+          await raw.runs.settled();
           await feeds.stop();
           clients.destroy();
           await engine?.close();

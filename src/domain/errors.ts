@@ -62,8 +62,15 @@ export class StatusConflict extends DomainError {
     readonly runId: string,
     readonly expected: RunStatus,
     readonly current: RunStatus,
+    readonly currentVersion: number,
+    /** The version the caller expected, when it gave one. */
+    readonly expectedVersion?: number,
   ) {
-    super(`run ${runId} is ${current}, not ${expected}`);
+    super(
+      current !== expected
+        ? `run ${runId} is ${current}, not ${expected}`
+        : `run ${runId} is at version ${currentVersion}, not ${expectedVersion}`,
+    );
   }
 }
 
@@ -77,6 +84,35 @@ export class LeaseHeld extends DomainError {
     this.unitId = lease.unitId;
     this.holder = lease.owner;
     this.expiresAt = lease.expiresAt;
+  }
+}
+
+export class LeaseLost extends DomainError {
+  readonly unitId: string;
+  /** Who holds the unit now (absent when nobody does). */
+  readonly holder?: string;
+  readonly token?: number;
+
+  constructor(unitId: string, current: Lease | null, now: Date) {
+    const live = current && current.expiresAt > now ? current : null;
+    super(
+      live
+        ? `the lease on unit ${unitId} is now held by ${live.owner} with token ${live.token}`
+        : `the lease on unit ${unitId} is no longer yours (it expired or was released)`,
+    );
+    this.unitId = unitId;
+    this.holder = live?.owner;
+    this.token = live?.token;
+  }
+}
+
+export class IdempotencyConflict extends DomainError {
+  constructor(
+    readonly key: string,
+    /** The operation the key was first used for. */
+    readonly operation: string,
+  ) {
+    super(`idempotency key ${key} was already used for a different request (${operation}); use a new key for a new request`);
   }
 }
 

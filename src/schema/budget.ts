@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
+import { BudgetExceeded, IdempotencyConflict, RunNotFound } from '../domain/errors.ts';
 import type { Budget } from '../domain/run.ts';
 import { builder } from './builder.ts';
+import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, id } from './inputs.ts';
 
 export const BudgetRef = builder.objectRef<Budget>('Budget').implement({
@@ -19,16 +20,18 @@ const ChargeBudgetInput = builder.inputType('ChargeBudgetInput', {
   fields: (t) => ({
     runId: t.id({ required: true }),
     amount: t.int({ required: true }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
-  validate: z.object({ runId: id, amount }),
+  validate: z.object({ runId: id, amount, idempotencyKey: id.optional().nullable() }),
 });
 
 builder.mutationField('chargeBudget', (t) =>
   t.field({
     type: BudgetRef,
     description: 'Charges the run budget, or refuses (changing nothing) if the charge would pass the cap.',
-    errors: { types: [BudgetExceeded, RunNotFound] },
+    errors: { types: [BudgetExceeded, RunNotFound, IdempotencyConflict] },
     args: { input: t.arg({ type: ChargeBudgetInput, required: true }) },
-    resolve: (_, { input }, { tenant, stores }) => stores.budgets.charge({ tenant, runId: input.runId, amount: input.amount }),
+    resolve: (_, { input }, { tenant, stores }) =>
+      stores.budgets.charge({ tenant, runId: input.runId, amount: input.amount }, idempotencyOf(tenant, 'chargeBudget', input)),
   }),
 );

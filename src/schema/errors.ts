@@ -1,5 +1,14 @@
 /** The refusals clients branch on by __typename; each implements Error. */
-import { BudgetExceeded, LeaseHeld, RunAlreadyExists, RunNotFound, SequenceConflict, StatusConflict } from '../domain/errors.ts';
+import {
+  BudgetExceeded,
+  IdempotencyConflict,
+  LeaseHeld,
+  LeaseLost,
+  RunAlreadyExists,
+  RunNotFound,
+  SequenceConflict,
+  StatusConflict,
+} from '../domain/errors.ts';
 import { builder } from './builder.ts';
 import { RunStatusEnum } from './run-status.ts';
 
@@ -50,13 +59,38 @@ builder.objectType(BudgetExceeded, {
 
 builder.objectType(StatusConflict, {
   name: 'StatusConflict',
-  description: 'The run is no longer in the status the transition expected.',
+  description: 'The run is no longer in the status (or at the version) the transition expected.',
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof StatusConflict,
   fields: (t) => ({
     runId: t.exposeID('runId'),
     expected: t.field({ type: RunStatusEnum, resolve: (e) => e.expected }),
     current: t.field({ type: RunStatusEnum, resolve: (e) => e.current }),
+    currentVersion: t.exposeInt('currentVersion'),
+    expectedVersion: t.exposeInt('expectedVersion', { nullable: true }),
+  }),
+});
+
+builder.objectType(LeaseLost, {
+  name: 'LeaseLost',
+  description: 'The caller does not hold the lease with that token (any more): it expired, was released, or someone else took it.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof LeaseLost,
+  fields: (t) => ({
+    unitId: t.exposeID('unitId'),
+    currentHolder: t.exposeString('holder', { nullable: true, description: 'Who holds the unit now, if anyone.' }),
+    currentToken: t.exposeInt('token', { nullable: true, description: "The current holder's token, if anyone holds it." }),
+  }),
+});
+
+builder.objectType(IdempotencyConflict, {
+  name: 'IdempotencyConflict',
+  description: 'The idempotency key was already used for a different request; nothing was applied.',
+  interfaces: [ErrorInterface],
+  isTypeOf: (value) => value instanceof IdempotencyConflict,
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    operation: t.exposeString('operation', { description: 'The mutation the key was first used for.' }),
   }),
 });
 

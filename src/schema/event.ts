@@ -1,9 +1,10 @@
 import { GraphQLError } from 'graphql';
 import { z } from 'zod';
-import { BudgetExceeded, RunNotFound, SequenceConflict } from '../domain/errors.ts';
+import { BudgetExceeded, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
 import { builder } from './builder.ts';
+import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, payload, positive } from './inputs.ts';
 
 export const EventRef = builder.objectRef<RunEvent>('Event').implement({
@@ -40,6 +41,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
     payload: t.field({ type: 'JSON', description: `Any JSON value, up to the server's payload limit.` }),
     seq: t.int({ description: 'Append exactly here (optimistic concurrency): refused with SequenceConflict if taken or not next.' }),
     cost: t.int({ description: 'Charged to the run budget in the same transaction: both or neither.' }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
   validate: z.object({
     runId: id,
@@ -47,6 +49,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
     payload: payload.optional().nullable(),
     seq: positive.optional().nullable(),
     cost: amount.optional().nullable(),
+    idempotencyKey: id.optional().nullable(),
   }),
 });
 
@@ -54,7 +57,7 @@ builder.mutationField('appendEvent', (t) =>
   t.field({
     type: EventRef,
     description: "Appends an event at the run's next seq (or exactly at `seq`).",
-    errors: { types: [SequenceConflict, RunNotFound, BudgetExceeded] },
+    errors: { types: [SequenceConflict, RunNotFound, BudgetExceeded, IdempotencyConflict] },
     args: { input: t.arg({ type: AppendEventInput, required: true }) },
     resolve: (_, { input }, { tenant, stores, limits }) => {
       const size = Buffer.byteLength(JSON.stringify(input.payload ?? null));
@@ -63,14 +66,17 @@ builder.mutationField('appendEvent', (t) =>
           extensions: { code: 'BAD_USER_INPUT' },
         });
       }
-      return stores.events.append({
-        tenant,
-        runId: input.runId,
-        type: input.type,
-        payload: input.payload ?? null,
-        seq: input.seq ?? undefined,
-        cost: input.cost ?? undefined,
-      });
+      return stores.events.append(
+        {
+          tenant,
+          runId: input.runId,
+          type: input.type,
+          payload: input.payload ?? null,
+          seq: input.seq ?? undefined,
+          cost: input.cost ?? undefined,
+        },
+        idempotencyOf(tenant, 'appendEvent', input),
+      );
     },
   }),
 );

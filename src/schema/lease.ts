@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { LeaseHeld } from '../domain/errors.ts';
+import { IdempotencyConflict, LeaseHeld, LeaseLost } from '../domain/errors.ts';
 import { MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
 import type { Lease } from '../domain/run.ts';
 import { builder } from './builder.ts';
+import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner } from './inputs.ts';
 
 export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
@@ -27,25 +28,79 @@ builder.queryField('lease', (t) =>
   }),
 );
 
+const ttlSeconds = z.number().int().min(1, 'must be at least 1').max(MAX_LEASE_TTL_SECONDS, `must be at most ${MAX_LEASE_TTL_SECONDS}`);
+const token = z.number().int().min(1, 'must be at least 1');
+
 const AcquireLeaseInput = builder.inputType('AcquireLeaseInput', {
   fields: (t) => ({
     unitId: t.id({ required: true }),
     owner: t.string({ required: true, description: 'Who takes the unit (a worker id).' }),
     ttlSeconds: t.int({ required: true, description: `How long the lease lasts unless renewed (1 to ${MAX_LEASE_TTL_SECONDS}).` }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
-  validate: z.object({
-    unitId: id,
-    owner,
-    ttlSeconds: z.number().int().min(1, 'must be at least 1').max(MAX_LEASE_TTL_SECONDS, `must be at most ${MAX_LEASE_TTL_SECONDS}`),
-  }),
+  validate: z.object({ unitId: id, owner, ttlSeconds, idempotencyKey: id.optional().nullable() }),
 });
 
 builder.mutationField('acquireLease', (t) =>
   t.field({
     type: LeaseRef,
-    description: 'Takes the unit if it is free, its lease expired, or you hold it already; returns a new fencing token.',
-    errors: { types: [LeaseHeld] },
+    description: 'Takes the unit if it is free, its lease expired, or you hold it already; returns a new, larger fencing token.',
+    errors: { types: [LeaseHeld, IdempotencyConflict] },
     args: { input: t.arg({ type: AcquireLeaseInput, required: true }) },
-    resolve: (_, { input }, { tenant, stores }) => stores.leases.acquire({ tenant, ...input }),
+    resolve: (_, { input }, { tenant, stores }) =>
+      stores.leases.acquire(
+        { tenant, unitId: input.unitId, owner: input.owner, ttlSeconds: input.ttlSeconds },
+        idempotencyOf(tenant, 'acquireLease', input),
+      ),
+  }),
+);
+
+const RenewLeaseInput = builder.inputType('RenewLeaseInput', {
+  fields: (t) => ({
+    unitId: t.id({ required: true }),
+    owner: t.string({ required: true }),
+    token: t.int({ required: true, description: 'The fencing token your acquire returned.' }),
+    ttlSeconds: t.int({ required: true, description: 'How long from now the lease lasts.' }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
+  }),
+  validate: z.object({ unitId: id, owner, token, ttlSeconds, idempotencyKey: id.optional().nullable() }),
+});
+
+builder.mutationField('renewLease', (t) =>
+  t.field({
+    type: LeaseRef,
+    description: 'Extends your live lease (same token). Refused with LeaseLost if it expired, was released, or is held with another token.',
+    errors: { types: [LeaseLost, IdempotencyConflict] },
+    args: { input: t.arg({ type: RenewLeaseInput, required: true }) },
+    resolve: (_, { input }, { tenant, stores }) =>
+      stores.leases.renew(
+        { tenant, unitId: input.unitId, owner: input.owner, token: input.token, ttlSeconds: input.ttlSeconds },
+        idempotencyOf(tenant, 'renewLease', input),
+      ),
+  }),
+);
+
+const ReleaseLeaseInput = builder.inputType('ReleaseLeaseInput', {
+  fields: (t) => ({
+    unitId: t.id({ required: true }),
+    owner: t.string({ required: true }),
+    token: t.int({ required: true, description: 'The fencing token your acquire returned.' }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
+  }),
+  validate: z.object({ unitId: id, owner, token, idempotencyKey: id.optional().nullable() }),
+});
+
+builder.mutationField('releaseLease', (t) =>
+  t.field({
+    type: LeaseRef,
+    description:
+      'Ends your lease now, so that another worker can acquire the unit at once. Refused with LeaseLost if you no longer hold it with that token.',
+    errors: { types: [LeaseLost, IdempotencyConflict] },
+    args: { input: t.arg({ type: ReleaseLeaseInput, required: true }) },
+    resolve: (_, { input }, { tenant, stores }) =>
+      stores.leases.release(
+        { tenant, unitId: input.unitId, owner: input.owner, token: input.token },
+        idempotencyOf(tenant, 'releaseLease', input),
+      ),
   }),
 );

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { GraphQLError } from 'graphql';
 import { z } from 'zod';
-import { RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import { IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
 import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
+import type { ListCursor } from '../store/run-list.ts';
+import { RUN_LIST_SHARDS } from '../table/keys.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
 import { EventConnection, eventCursor, seqOfCursor } from './event.ts';
+import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, text } from './inputs.ts';
 import { RunStatusEnum } from './run-status.ts';
 
@@ -126,23 +129,27 @@ const CreateRunInput = builder.inputType('CreateRunInput', {
     id: t.id({ description: 'The run id; the server makes one when absent.' }),
     task: t.string({ required: true, description: 'What the run is for.' }),
     budgetCap: t.int({ required: true, description: 'The most the run may spend.' }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
-  validate: z.object({ id: id.optional().nullable(), task: text(MAX_TASK_LENGTH, { multiline: true }), budgetCap: amount }),
+  validate: z.object({
+    id: id.optional().nullable(),
+    task: text(MAX_TASK_LENGTH, { multiline: true }),
+    budgetCap: amount,
+    idempotencyKey: id.optional().nullable(),
+  }),
 });
 
 builder.mutationField('createRun', (t) =>
   t.field({
     type: RunRef,
     description: 'Creates a run (status RUNNING) and its budget, together.',
-    errors: { types: [RunAlreadyExists] },
+    errors: { types: [RunAlreadyExists, IdempotencyConflict] },
     args: { input: t.arg({ type: CreateRunInput, required: true }) },
     resolve: async (_, { input }, { tenant, stores }) => {
-      const { run, budget } = await stores.runs.create({
-        tenant,
-        id: input.id ?? randomUUID(),
-        task: input.task,
-        budgetCap: input.budgetCap,
-      });
+      const { run, budget } = await stores.runs.create(
+        { tenant, id: input.id ?? randomUUID(), task: input.task, budgetCap: input.budgetCap },
+        idempotencyOf(tenant, 'createRun', input),
+      );
       return { run, budget, firstEvents: { events: [], more: false }, consistent: true };
     },
   }),
@@ -153,16 +160,26 @@ const TransitionRunInput = builder.inputType('TransitionRunInput', {
     runId: t.id({ required: true }),
     from: t.field({ type: RunStatusEnum, required: true, description: 'The status you saw: the transition happens only from it.' }),
     to: t.field({ type: RunStatusEnum, required: true }),
+    expectedVersion: t.int({ description: 'Only if the run is still at this version (optimistic concurrency); StatusConflict otherwise.' }),
+    idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
-  validate: z.object({ runId: id, from: z.enum(runStatuses), to: z.enum(runStatuses) }).superRefine(({ from, to }, ctx) => {
-    if (canTransition(from, to)) return;
-    const next = allowedTransitions(from);
-    ctx.addIssue({
-      code: 'custom',
-      path: ['to'],
-      message: `${from} -> ${to} is not a legal transition (${next.length ? `from ${from} a run may go to ${next.join(', ')}` : `${from} is terminal`})`,
-    });
-  }),
+  validate: z
+    .object({
+      runId: id,
+      from: z.enum(runStatuses),
+      to: z.enum(runStatuses),
+      expectedVersion: z.number().int().min(1, 'must be at least 1').optional().nullable(),
+      idempotencyKey: id.optional().nullable(),
+    })
+    .superRefine(({ from, to }, ctx) => {
+      if (canTransition(from, to)) return;
+      const next = allowedTransitions(from);
+      ctx.addIssue({
+        code: 'custom',
+        path: ['to'],
+        message: `${from} -> ${to} is not a legal transition (${next.length ? `from ${from} a run may go to ${next.join(', ')}` : `${from} is terminal`})`,
+      });
+    }),
 });
 
 builder.mutationField('transitionRun', (t) =>
@@ -171,11 +188,58 @@ builder.mutationField('transitionRun', (t) =>
     description: `Moves a run from the status you saw to the next one. Legal moves: ${runStatuses
       .map((s) => `${s} -> ${allowedTransitions(s).join('|') || '(terminal)'}`)
       .join('; ')}.`,
-    errors: { types: [StatusConflict, RunNotFound] },
+    errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
     args: { input: t.arg({ type: TransitionRunInput, required: true }) },
     resolve: async (_, { input }, { tenant, stores }) => {
-      const run = await stores.runs.transition({ tenant, runId: input.runId, from: input.from, to: input.to });
+      const run = await stores.runs.transition(
+        { tenant, runId: input.runId, from: input.from, to: input.to, expectedVersion: input.expectedVersion ?? undefined },
+        idempotencyOf(tenant, 'transitionRun', input),
+      );
       return { run, consistent: true };
+    },
+  }),
+);
+
+const RunConnection = builder.connectionObject({ type: RunRef, name: 'RunConnection' }, { name: 'RunEdge' });
+
+const encodeListCursor = (positions: ListCursor) => Buffer.from(JSON.stringify(positions)).toString('base64url');
+function decodeListCursor(cursor: string | null | undefined): ListCursor | undefined {
+  if (cursor == null) return undefined;
+  try {
+    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+    const valid =
+      Array.isArray(positions) &&
+      positions.length === RUN_LIST_SHARDS &&
+      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 300));
+    if (valid) return positions;
+  } catch {}
+  throw badInput('after: not a cursor of this connection');
+}
+
+builder.queryField('runs', (t) =>
+  t.field({
+    type: RunConnection,
+    description:
+      "The tenant's runs, newest first, optionally in one status, paged by cursor. Read from an index: eventually consistent (a run created a moment ago may show a moment later).",
+    args: {
+      status: t.arg({ type: RunStatusEnum }),
+      first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}).` }),
+      after: t.arg.string(),
+    },
+    resolve: async (_, args, { tenant, stores }) => {
+      const first = args.first ?? DEFAULT_PAGE_SIZE;
+      if (first < 0 || first > MAX_PAGE_SIZE) throw badInput(`first: must be from 0 to ${MAX_PAGE_SIZE}`);
+      const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: decodeListCursor(args.after) });
+      const edges = page.runs.map(({ run, cursor }) => ({ cursor: encodeListCursor(cursor), node: { run, consistent: false } }));
+      return {
+        edges,
+        pageInfo: {
+          hasNextPage: page.hasNextPage,
+          hasPreviousPage: args.after != null,
+          startCursor: edges[0]?.cursor ?? null,
+          endCursor: edges.at(-1)?.cursor ?? null,
+        },
+      };
     },
   }),
 );

@@ -1,13 +1,14 @@
 /** The budget ledger: a charge is ONE conditional update, never read-modify-write. */
 import { randomUUID } from 'node:crypto';
-import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
 import type { Budget } from '../domain/run.ts';
 import { attr, toBudget } from '../table/codec.ts';
-import { conditions, isConditionalCheckFailed, oldItem } from '../table/conditions.ts';
+import { conditions } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
-import { retryConflicts } from './retry.ts';
+import type { Idempotency, IdempotencyKey } from './idempotency.ts';
+import { ConditionFailed, type TransactItem, write } from './write.ts';
 
 export interface Charge {
   tenant: string;
@@ -41,33 +42,41 @@ export function chargeRefusal(charge: Charge, found: Record<string, unknown> | u
   return found ? new BudgetExceeded(toBudget(found), charge.amount) : new RunNotFound(charge.runId);
 }
 
-export function createBudgetStore({ doc, tableName, now }: StoreDeps) {
+export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotency: Idempotency) {
+  const get = async (tenant: string, runId: string, consistent = false): Promise<Budget | null> => {
+    const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }));
+    return Item ? toBudget(Item) : null;
+  };
+
+  /** One charge, alone or after an idempotency claim in the same transaction. */
+  async function chargeOnce(charge: Charge, claim?: TransactItem) {
+    const chargeId = randomUUID();
+    try {
+      return await write(doc, [{ Update: chargeUpdate(tableName, charge, now(), chargeId) }], claim);
+    } catch (err) {
+      if (!(err instanceof ConditionFailed)) throw err;
+      // The SDK resent this charge after a lost response: it was applied once, and that is it.
+      if (err.item?.[attr.lastChargeId] === chargeId) return err.item;
+      throw chargeRefusal(charge, err.item);
+    }
+  }
+
   return {
+    get,
+
     /**
      * @throws BudgetExceeded when the charge would pass the cap (nothing is charged)
      * @throws RunNotFound when the run does not exist
+     * @throws IdempotencyConflict when the key was used for a different request
      */
-    async charge(charge: Charge): Promise<Budget> {
-      const chargeId = randomUUID();
-      try {
-        const { Attributes } = await retryConflicts(() =>
-          doc.send(new UpdateCommand({ ...chargeUpdate(tableName, charge, now(), chargeId), ReturnValues: 'ALL_NEW' })),
-        );
-        return toBudget(Attributes ?? {});
-      } catch (err) {
-        if (!isConditionalCheckFailed(err)) throw err;
-        const found = oldItem(err);
-        // The SDK resent this charge after a lost response: it was applied once, and that is it.
-        if (found?.[attr.lastChargeId] === chargeId) return toBudget(found);
-        throw chargeRefusal(charge, found);
-      }
-    },
-
-    async get(tenant: string, runId: string, consistent = false): Promise<Budget | null> {
-      const { Item } = await doc.send(
-        new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }),
-      );
-      return Item ? toBudget(Item) : null;
+    async charge(charge: Charge, idem?: IdempotencyKey): Promise<Budget> {
+      if (!idem) return toBudget((await chargeOnce(charge)) ?? {});
+      return idempotency.once(idem, {
+        perform: async (claim) => void (await chargeOnce(charge, claim())),
+        readResult: async () => (await get(charge.tenant, charge.runId, true)) as Budget,
+        encode: (budget) => budget,
+        decode: (stored) => stored as Budget,
+      });
     },
   };
 }

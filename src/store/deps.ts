@@ -6,4 +6,14 @@ export interface StoreDeps {
   tableName: string;
   /** The clock: lease expiry and timestamps (tests move it). */
   now: () => Date;
+  retention: Retention;
+}
+
+/** How long rows stay before TTL removes them (reads treat them as absent from expiry on). */
+export interface Retention {
+  idempotencySeconds: number;
+  /** After a run reaches a terminal status. */
+  finishedRunSeconds: number;
+  /** After a lease's end. */
+  leaseSeconds: number;
 }

@@ -3,16 +3,17 @@
  * cost, the put and the budget charge are one transaction (both or neither).
  */
 import { randomUUID } from 'node:crypto';
-import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { ContentionExceeded, InvalidInput, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
 import { attr, eventItem, toEvent } from '../table/codec.ts';
-import { cancellations, conditions, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
+import { conditions } from '../table/conditions.ts';
 import { eventSk, keys } from '../table/keys.ts';
 import { chargeRefusal, chargeUpdate } from './budgets.ts';
 import type { StoreDeps } from './deps.ts';
-import { retryConflicts } from './retry.ts';
+import type { Idempotency, IdempotencyKey } from './idempotency.ts';
+import { ConditionFailed, type TransactItem, type Write, write } from './write.ts';
 
 export interface AppendEvent {
   tenant: string;
@@ -48,7 +49,7 @@ const MAX_REMEMBERED_RUNS = 10_000;
 
 const isItemTooLarge = (err: unknown) => (err as Error)?.name === 'ValidationException' && /Item size/.test((err as Error).message);
 
-export function createEventStore({ doc, tableName, now }: StoreDeps) {
+export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency: Idempotency) {
   const knownRuns = new Set<string>();
   const lastSeqHints = new Map<string, number>();
   const remember = (runKey: string, seq: number) => {
@@ -86,53 +87,56 @@ export function createEventStore({ doc, tableName, now }: StoreDeps) {
     return last;
   }
 
-  /** Writes the event if its seq is free; false if another writer has it. */
-  async function put(tenant: string, event: RunEvent, cost: number | undefined) {
+  /** Writes the event if its seq is free (with its cost, and after a claim); false if another writer has it. */
+  async function put(tenant: string, event: RunEvent, cost: number | undefined, claim?: TransactItem) {
     const writeId = randomUUID();
-    const item = eventItem(tenant, event, writeId);
-    if (cost === undefined) {
-      try {
-        await retryConflicts(() =>
-          doc.send(
-            new PutCommand({
-              TableName: tableName,
-              Item: item,
-              // A seq is taken once: two writers can never both have it.
-              ConditionExpression: conditions.absent,
-              ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-            }),
-          ),
-        );
-        return true;
-      } catch (err) {
-        if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
-        if (!isConditionalCheckFailed(err)) throw err;
-        // The SDK resent our put after a lost response: the seq is ours.
-        return oldItem(err)?.[attr.writeId] === writeId;
-      }
-    }
-    const charge = { tenant, runId: event.runId, amount: cost };
+    const charge = { tenant, runId: event.runId, amount: cost ?? 0 };
+    // A seq is taken once: two writers can never both have it.
+    const writes: Write[] = [
+      { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId), ConditionExpression: conditions.absent } },
+    ];
+    if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, event.createdAt, writeId) });
     try {
-      // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
-      await retryConflicts(() =>
-        doc.send(
-          new TransactWriteCommand({
-            TransactItems: [
-              { Put: { TableName: tableName, Item: item, ConditionExpression: conditions.absent } },
-              { Update: chargeUpdate(tableName, charge, event.createdAt, writeId) },
-            ],
-          }),
-        ),
-      );
+      await write(doc, writes, claim);
       return true;
     } catch (err) {
       if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
-      if (!isTransactionCanceled(err)) throw err;
-      const [seqTaken, refused] = cancellations(err);
-      if (refused?.conditionFailed) throw chargeRefusal(charge, refused.item);
-      if (seqTaken?.conditionFailed) return false;
-      throw err;
+      if (!(err instanceof ConditionFailed)) throw err;
+      if (err.index === 1) throw chargeRefusal(charge, err.item);
+      // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
+      return err.item?.[attr.writeId] === writeId;
     }
+  }
+
+  async function appendOnce({ tenant, runId, type, payload, seq, cost }: AppendEvent, claim?: (event: RunEvent) => TransactItem) {
+    const runKey = `${tenant}\u0000${runId}`;
+    await ensureRun(tenant, runId, runKey);
+    const event = (at: number): RunEvent => ({ runId, seq: at, type, payload, createdAt: now() });
+
+    if (seq !== undefined) {
+      // Seqs stay contiguous: seq may only follow the last one.
+      if ((lastSeqHints.get(runKey) ?? 0) < seq - 1) {
+        const last = await lastSeq(tenant, runId);
+        if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
+      }
+      const written = event(seq);
+      if (!(await put(tenant, written, cost, claim?.(written)))) throw new SequenceConflict(runId, seq, await lastSeq(tenant, runId));
+      remember(runKey, seq);
+      return written;
+    }
+
+    let next = (lastSeqHints.get(runKey) ?? (await lastSeq(tenant, runId))) + 1;
+    for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
+      if (next > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
+      const written = event(next);
+      if (await put(tenant, written, cost, claim?.(written))) {
+        remember(runKey, next);
+        return written;
+      }
+      // Another writer took it: try the next one, and now and then re-read where the run is.
+      next = attempt % 8 === 0 ? (await lastSeq(tenant, runId)) + 1 : next + 1;
+    }
+    throw new ContentionExceeded(runId);
   }
 
   return {
@@ -143,35 +147,19 @@ export function createEventStore({ doc, tableName, now }: StoreDeps) {
      * @throws SequenceConflict for an explicit seq that is taken or would leave a gap
      * @throws BudgetExceeded when a cost would pass the cap (neither event nor charge is written)
      */
-    async append({ tenant, runId, type, payload, seq, cost }: AppendEvent): Promise<RunEvent> {
-      const runKey = `${tenant}\u0000${runId}`;
-      await ensureRun(tenant, runId, runKey);
-      const event = (at: number): RunEvent => ({ runId, seq: at, type, payload, createdAt: now() });
-
-      if (seq !== undefined) {
-        // Seqs stay contiguous: seq may only follow the last one.
-        if ((lastSeqHints.get(runKey) ?? 0) < seq - 1) {
-          const last = await lastSeq(tenant, runId);
-          if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
-        }
-        const written = event(seq);
-        if (!(await put(tenant, written, cost))) throw new SequenceConflict(runId, seq, await lastSeq(tenant, runId));
-        remember(runKey, seq);
-        return written;
-      }
-
-      let next = (lastSeqHints.get(runKey) ?? (await lastSeq(tenant, runId))) + 1;
-      for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
-        if (next > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
-        const written = event(next);
-        if (await put(tenant, written, cost)) {
-          remember(runKey, next);
-          return written;
-        }
-        // Another writer took it: try the next one, and now and then re-read where the run is.
-        next = attempt % 8 === 0 ? (await lastSeq(tenant, runId)) + 1 : next + 1;
-      }
-      throw new ContentionExceeded(runId);
+    async append(input: AppendEvent, idem?: IdempotencyKey): Promise<RunEvent> {
+      if (!idem) return appendOnce(input);
+      return idempotency.once<RunEvent>(idem, {
+        perform: (claim) => appendOnce(input, (event) => claim(event)),
+        readResult: async () => {
+          throw new Error('an appended event always stores its result with its claim');
+        },
+        encode: (event) => event,
+        decode: (stored) => {
+          const event = stored as RunEvent;
+          return { ...event, createdAt: new Date(event.createdAt as unknown as string) };
+        },
+      });
     },
 
     /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */

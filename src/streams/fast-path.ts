@@ -4,47 +4,51 @@
  * the same change, and every other writer's, a moment later; feeds drop the copy).
  */
 import type { Stores } from '../context.ts';
+import type { Lease } from '../domain/run.ts';
 import type { Hub } from './hub.ts';
 
 export function withFastPath(stores: Stores, hub: Hub): Stores {
+  const lease = (tenant: string, unitId: string, value: Lease) => {
+    hub.publish({ kind: 'lease', tenant, unitId, lease: value });
+    return value;
+  };
   return {
+    runList: stores.runList,
     runs: {
       ...stores.runs,
-      async create(input) {
-        const created = await stores.runs.create(input);
-        hub.publish({ kind: 'run', tenant: input.tenant, runId: input.id, run: created.run });
-        hub.publish({ kind: 'budget', tenant: input.tenant, runId: input.id, budget: created.budget });
+      async create(input, idem) {
+        const created = await stores.runs.create(input, idem);
+        hub.publish({ kind: 'run', tenant: input.tenant, runId: created.run.id, run: created.run });
+        hub.publish({ kind: 'budget', tenant: input.tenant, runId: created.run.id, budget: created.budget });
         return created;
       },
-      async transition(input) {
-        const run = await stores.runs.transition(input);
+      async transition(input, idem) {
+        const run = await stores.runs.transition(input, idem);
         hub.publish({ kind: 'run', tenant: input.tenant, runId: input.runId, run });
         return run;
       },
     },
     events: {
       ...stores.events,
-      async append(input) {
-        const event = await stores.events.append(input);
+      async append(input, idem) {
+        const event = await stores.events.append(input, idem);
         hub.publish({ kind: 'event', tenant: input.tenant, runId: input.runId, event });
         return event;
       },
     },
     budgets: {
       ...stores.budgets,
-      async charge(input) {
-        const budget = await stores.budgets.charge(input);
+      async charge(input, idem) {
+        const budget = await stores.budgets.charge(input, idem);
         hub.publish({ kind: 'budget', tenant: input.tenant, runId: input.runId, budget });
         return budget;
       },
     },
     leases: {
       ...stores.leases,
-      async acquire(input) {
-        const lease = await stores.leases.acquire(input);
-        hub.publish({ kind: 'lease', tenant: input.tenant, unitId: input.unitId, lease });
-        return lease;
-      },
+      acquire: async (input, idem) => lease(input.tenant, input.unitId, await stores.leases.acquire(input, idem)),
+      renew: async (input, idem) => lease(input.tenant, input.unitId, await stores.leases.renew(input, idem)),
+      release: async (input, idem) => lease(input.tenant, input.unitId, await stores.leases.release(input, idem)),
     },
   };
 }

@@ -23,8 +23,8 @@ export class Hub {
 
   /** @returns the unsubscribe function */
   subscribe(topic: string, listener: Listener) {
-    let set = this.listeners.get(topic);
-    if (!set) this.listeners.set(topic, (set = new Set()));
+    const set = this.listeners.get(topic) ?? new Set<Listener>();
+    this.listeners.set(topic, set);
     set.add(listener);
     return () => {
       set.delete(listener);

@@ -17,6 +17,8 @@ export const conditions = {
   leaseExpired: '#leaseUntil <= :now',
   /** The caller holds it already and is extending it. */
   leaseMine: '#owner = :owner',
+  /** The lease has not run out (renewing a lost lease must fail: another may have it by now). */
+  leaseLive: '#leaseUntil > :now',
   /** The charge keeps spent <= cap: remaining is cap - spent, kept in the same row. */
   budgetCovers: '#remaining >= :amount',
   /** This charge (by its id) is not the last one applied: a resent charge is not applied twice. */

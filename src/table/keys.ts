@@ -40,16 +40,20 @@ export const keys = {
   budget: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_BUDGET_SK }),
   event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
   lease: (tenant: string, unitId: string): Key => ({ pk: `${part('tenant', tenant)}#unit#${part('unit', unitId)}`, sk: LEASE_SK }),
+  idempotency: (tenant: string, key: string): Key => ({ pk: `${part('tenant', tenant)}#idem#${part('idempotency', key)}`, sk: 'idem' }),
   /** Sort-key bounds of a run's events, for Query ranges. */
   events: { first: eventSk(0), last: eventSk(MAX_INT) },
+  /** GSI partition keys: all runs of a tenant in one shard, and its runs in one status. */
+  runShard: (tenant: string, shard: number) => `${part('tenant', tenant)}#runs#${shard}`,
+  runStatusShard: (tenant: string, status: string, shard: number) => `${part('tenant', tenant)}#runs#${status}#${shard}`,
   /** GSI keys of a run's metadata row: all runs of a tenant, and runs by status, newest first. */
   runListing(tenant: string, runId: string, status: string, createdAt: string) {
     const shard = shardOf(runId);
     const sort = `${createdAt}#${runId}`;
     return {
-      gsi1pk: `${part('tenant', tenant)}#runs#${shard}`,
+      gsi1pk: keys.runShard(tenant, shard),
       gsi1sk: sort,
-      gsi2pk: `${tenant}#runs#${status}#${shard}`,
+      gsi2pk: keys.runStatusShard(tenant, status, shard),
       gsi2sk: sort,
     };
   },

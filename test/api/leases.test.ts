@@ -25,11 +25,13 @@ describe('acquireLease', () => {
     const unitId = uniqueName('unit');
     const before = Date.now();
     const taken = await acquire(unitId, 'worker-a', 30);
-    expect(taken).toMatchObject({ __typename: 'Lease', unitId, owner: 'worker-a', token: 1 });
+    expect(taken).toMatchObject({ __typename: 'Lease', unitId, owner: 'worker-a' });
+    // Fencing tokens start at the clock's seconds since 2025, so a deleted row never restarts below them.
+    expect(taken.token).toBeGreaterThanOrEqual(Math.floor((before - Date.UTC(2025, 0, 1)) / 1000));
     const expiresIn = new Date(taken.expiresAt).getTime() - before;
     expect(expiresIn).toBeGreaterThan(29_000);
     expect(expiresIn).toBeLessThan(31_000);
-    expect(await lease(unitId)).toEqual({ owner: 'worker-a', token: 1, expiresAt: taken.expiresAt });
+    expect(await lease(unitId)).toEqual({ owner: 'worker-a', token: taken.token, expiresAt: taken.expiresAt });
   });
 
   test('another owner is refused with LeaseHeld naming the holder and expiry; the lease is unchanged', async () => {

@@ -31,7 +31,7 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
   });
   afterAll(() => engine.close());
 
-  const leftovers: (() => Promise<unknown> | void)[] = [];
+  const leftovers: (() => unknown)[] = [];
   afterEach(async () => {
     for (const dispose of leftovers.splice(0).reverse()) await dispose();
     engine.faults.clear();

@@ -1,0 +1,14 @@
+import type { IdempotencyKey } from '../store/idempotency.ts';
+
+/** The idempotency key of a mutation's input, with the request it stands for (the input without the key). */
+export function idempotencyOf<T extends { idempotencyKey?: string | null }>(
+  tenant: string,
+  operation: string,
+  input: T,
+): IdempotencyKey | undefined {
+  const { idempotencyKey, ...request } = input;
+  return idempotencyKey ? { tenant, key: idempotencyKey, operation, request } : undefined;
+}
+
+export const idempotencyKeyDescription =
+  'Makes a retry safe: the first request with this key is applied, later ones with the same key and the same input get its result back without applying anything; the same key with another input is refused (IdempotencyConflict). Keys are kept for RUNPLANE_IDEMPOTENCY_TTL_HOURS.';

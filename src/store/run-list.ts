@@ -1,0 +1,103 @@
+/**
+ * Listing a tenant's runs, newest first. Each tenant's runs are spread over RUN_LIST_SHARDS
+ * partition keys of a GSI (all runs, or runs by status), so no listing key runs hot; a page
+ * queries every shard and merges them. The cursor holds each shard's position.
+ * GSIs are eventually consistent: a run created a moment ago may be missing for a moment.
+ */
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { Run, RunStatus } from '../domain/run.ts';
+import { attr, type Item, toRun } from '../table/codec.ts';
+import { indexes } from '../table/definition.ts';
+import { keys, RUN_LIST_SHARDS } from '../table/keys.ts';
+import type { StoreDeps } from './deps.ts';
+
+export interface ListRuns {
+  tenant: string;
+  status?: RunStatus;
+  first: number;
+  /** Where the previous page ended. */
+  after?: ListCursor;
+}
+
+/** Per shard: the sort key of the last run handed out ('' for none yet; null when the shard is done). */
+export type ListCursor = (string | null)[];
+
+export interface RunPage {
+  runs: { run: Run; cursor: ListCursor }[];
+  hasNextPage: boolean;
+}
+
+export function createRunListing({ doc, tableName, now }: StoreDeps) {
+  const nowSeconds = () => Math.floor(now().getTime() / 1000);
+
+  /** Up to `limit` runs of one shard after `from`, newest first; also whether the shard has more. */
+  async function shardPage(tenant: string, status: RunStatus | undefined, shard: number, from: string, limit: number) {
+    const index = status ? indexes.runsByStatus : indexes.runsByTenant;
+    const pk = status ? keys.runStatusShard(tenant, status, shard) : keys.runShard(tenant, shard);
+    const items: Item[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await doc.send(
+        new QueryCommand({
+          TableName: tableName,
+          IndexName: index.name,
+          KeyConditionExpression: from ? '#pk = :pk AND #sk < :from' : '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': index.pk, ...(from ? { '#sk': index.sk } : {}) },
+          ExpressionAttributeValues: { ':pk': pk, ...(from ? { ':from': from } : {}) },
+          ScanIndexForward: false,
+          Limit: limit + 1,
+          ExclusiveStartKey: start,
+        }),
+      );
+      // Finished runs past their retention are gone, though DynamoDB deletes them late.
+      items.push(...(page.Items ?? []).filter((item) => !(Number(item[attr.expiresAt] ?? Number.POSITIVE_INFINITY) <= nowSeconds())));
+      start = page.LastEvaluatedKey;
+    } while (start && items.length <= limit);
+    return {
+      items: items.slice(0, limit),
+      more: items.length > limit || start !== undefined,
+      sortKey: (item: Item) => String(item[index.sk]),
+    };
+  }
+
+  return {
+    async list({ tenant, status, first, after }: ListRuns): Promise<RunPage> {
+      const positions: ListCursor = after ?? Array.from({ length: RUN_LIST_SHARDS }, () => '');
+      const shards = await Promise.all(
+        positions.map((from, shard) => (from === null ? undefined : shardPage(tenant, status, shard, from, first))),
+      );
+      // Merge newest first; each run handed out moves its shard's position past it.
+      const heads = shards.map(() => 0);
+      const current = [...positions];
+      const runs: RunPage['runs'] = [];
+      while (runs.length < first) {
+        let best = -1;
+        let bestKey = '';
+        shards.forEach((page, shard) => {
+          const item = page?.items[heads[shard] as number];
+          if (item && (best < 0 || page.sortKey(item) > bestKey)) {
+            best = shard;
+            bestKey = page.sortKey(item);
+          }
+        });
+        if (best < 0) break;
+        const page = shards[best] as NonNullable<(typeof shards)[number]>;
+        const item = page.items[heads[best] as number] as Item;
+        heads[best] = (heads[best] as number) + 1;
+        current[best] = bestKey;
+        runs.push({ run: toRun(item), cursor: [...current] });
+      }
+      // A shard with nothing left (read to its end and all handed out) is done.
+      const finalPositions = current.map((position, shard) => {
+        const page = shards[shard];
+        if (!page) return null;
+        return !page.more && heads[shard] === page.items.length ? null : position;
+      });
+      const last = runs.at(-1);
+      if (last) last.cursor = finalPositions;
+      return { runs, hasNextPage: finalPositions.some((position) => position !== null) };
+    },
+  };
+}
+
+export type RunListing = ReturnType<typeof createRunListing>;

@@ -1,0 +1,72 @@
+/**
+ * One conditional write, alone or in a transaction after an idempotency claim. Either
+ * way, a failed condition comes back as ConditionFailed carrying the item the write found
+ * (ReturnValuesOnConditionCheckFailure), for the store to turn into its domain refusal.
+ */
+import { PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { Item } from '../table/codec.ts';
+import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
+import { ClaimTaken } from './idempotency.ts';
+import { retryConflicts } from './retry.ts';
+
+export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
+type Put = NonNullable<TransactItem['Put']>;
+type Update = NonNullable<TransactItem['Update']>;
+
+export type Write = { Put: Put } | { Update: Update };
+
+export class ConditionFailed extends Error {
+  constructor(
+    /** Which of the writes failed (0 for a single write). */
+    readonly index: number,
+    /** The item the write found, if there was one. */
+    readonly item: Item | undefined,
+  ) {
+    super('condition failed');
+  }
+}
+
+type Doc = { send: (command: never) => Promise<unknown> };
+
+/**
+ * @returns the item after the write (updates alone); undefined in a transaction
+ * @throws ConditionFailed, or ClaimTaken when the idempotency claim lost
+ */
+export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Promise<Item | undefined> {
+  const failOnOld = <W extends Put | Update>(w: W) => ({ ...w, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const });
+  if (!claim && writes.length === 1) {
+    const only = writes[0] as Write;
+    try {
+      if ('Put' in only) {
+        await retryConflicts(() => doc.send(new PutCommand(failOnOld(only.Put)) as never));
+        return undefined;
+      }
+      const result = (await retryConflicts(() =>
+        doc.send(new UpdateCommand({ ...failOnOld(only.Update), ReturnValues: 'ALL_NEW' }) as never),
+      )) as {
+        Attributes?: Item;
+      };
+      return result.Attributes;
+    } catch (err) {
+      if (isConditionalCheckFailed(err)) throw new ConditionFailed(0, oldItem(err));
+      throw err;
+    }
+  }
+  const items: TransactItem[] = [
+    ...(claim ? [claim] : []),
+    ...writes.map((w) => ('Put' in w ? { Put: failOnOld(w.Put) } : { Update: failOnOld(w.Update) })),
+  ];
+  try {
+    // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
+    await retryConflicts(() => doc.send(new TransactWriteCommand({ TransactItems: items }) as never));
+    return undefined;
+  } catch (err) {
+    if (!isTransactionCanceled(err)) throw err;
+    const reasons = cancellations(err);
+    const offset = claim ? 1 : 0;
+    if (claim && reasons[0]?.conditionFailed) throw new ClaimTaken('idempotency key claimed by another request');
+    const failed = reasons.findIndex((r, i) => i >= offset && r.conditionFailed);
+    if (failed >= 0) throw new ConditionFailed(failed - offset, reasons[failed]?.item);
+    throw err;
+  }
+}
