@@ -1,25 +1,26 @@
-/** The HTTP side: graphql-yoga on node:http, GraphiQL included. */
-import { createServer, type Server } from 'node:http';
+/** The HTTP side: graphql-yoga on node:http (GraphiQL, SSE) and graphql-ws on the same path. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { GraphQLError, type GraphQLSchema } from 'graphql';
+import { type execute, GraphQLError, type GraphQLSchema, type subscribe } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
-import { createYoga, maskError as defaultMaskError } from 'graphql-yoga';
+import { createYoga } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
+import { type ApiKeys, bearer, type Principal } from './auth.ts';
+import { maskError } from './client-errors.ts';
 import type { Context } from './context.ts';
-import { ContentionExceeded, InvalidInput } from './domain/errors.ts';
-
-/** What a request is known by when its context is made: an HTTP request, or a WebSocket's connection_init. */
-export interface RequestInfo {
-  request?: Request;
-  connectionParams?: Readonly<Record<string, unknown>>;
-}
+import { guards } from './guards.ts';
 
 export interface AppDeps {
   schema: GraphQLSchema;
-  /** The context of one operation (the tenant is decided here). */
-  context: (info: RequestInfo) => Context | Promise<Context>;
+  apiKeys: ApiKeys;
+  /** The context of one operation, for the principal its key belongs to. */
+  context: (principal: Principal) => Context;
   graphiql: boolean;
+  introspection: boolean;
+  fieldSuggestions: boolean;
+  /** Largest request body (and WebSocket message) accepted. */
+  maxBodyBytes: number;
   /** Where unexpected errors go in full; clients only see a masked message. */
   logError?: (error: unknown) => void;
 }
@@ -28,63 +29,101 @@ export interface App {
   readonly server: Server;
   /** Listens; resolves to the /graphql URL. */
   start(port: number, host: string): Promise<string>;
-  /** Stops accepting, ends keep-alive connections, and waits for requests in flight. */
+  /** Tells WebSocket clients it is going away, stops accepting, and waits for requests in flight. */
   stop(): Promise<void>;
 }
 
-/** Errors a client can act on keep their message; anything else is masked and logged. */
-function maskError(logError: (error: unknown) => void) {
-  return (error: unknown, message: string, isDev?: boolean) => {
-    const original = error instanceof GraphQLError ? error.originalError : error;
-    if (original instanceof ContentionExceeded) {
-      return new GraphQLError(original.message, { extensions: { code: 'CONTENTION', retryable: true } });
-    }
-    if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: 'BAD_USER_INPUT' } });
-    // Errors made on purpose for the client (bad input, not found) are not news for the log.
-    if (!(original instanceof GraphQLError) && !(error instanceof GraphQLError && !original)) logError(original ?? error);
-    return defaultMaskError(error, message, isDev);
-  };
+const unauthenticated = (message: string) => new GraphQLError(message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+
+/** The key of a WebSocket connection: connectionParams.authorization ("Bearer <key>") or .apiKey. */
+function socketKey(params: Readonly<Record<string, unknown>> | undefined) {
+  return bearer(params?.authorization ?? params?.Authorization) ?? (typeof params?.apiKey === 'string' ? params.apiKey : undefined);
 }
 
-export function buildApp({ schema, context, graphiql, logError = (e) => console.error('runplane:', e) }: AppDeps): App {
+export function buildApp(deps: AppDeps): App {
+  const { schema, apiKeys, context, maxBodyBytes, logError = (e) => console.error('runplane:', e) } = deps;
+
+  /** Who is asking: from the HTTP Authorization header, or the WebSocket's connectionParams. */
+  const principalOf = (initial: { request?: Request; connectionParams?: Readonly<Record<string, unknown>> }) => {
+    const key = initial.connectionParams ? socketKey(initial.connectionParams) : bearer(initial.request?.headers.get('authorization'));
+    const principal = apiKeys.authenticate(key);
+    if (!principal)
+      throw unauthenticated(key ? 'This API key is not valid (unknown or revoked)' : 'An API key is required: Authorization: Bearer <key>');
+    return principal;
+  };
+
   const yoga = createYoga<object, Context>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: (initial) => context(initial as RequestInfo),
-    graphiql: graphiql ? { title: 'Runplane' } : false,
+    context: (initial) => context(principalOf(initial as never)),
+    graphiql: deps.graphiql ? { title: 'Runplane' } : false,
     // GraphiQL served from this process, not a CDN: it works offline.
     renderGraphiQL,
     landingPage: false,
     // Never stack traces or DynamoDB internals to clients, whatever NODE_ENV says.
     maskedErrors: { maskError: maskError(logError), isDev: false },
+    // One operation per request: a batch would multiply every limit below.
+    batching: false,
+    plugins: guards({ introspection: deps.introspection, fieldSuggestions: deps.fieldSuggestions }),
     logging: false,
   });
-  const server = createServer(yoga);
 
-  // graphql-ws on the same path, through yoga's envelope: one context, validation and plugin chain.
-  const webSockets = new WebSocketServer({ server, path: yoga.graphqlEndpoint });
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const refuse = (status: number, message: string) => {
+      res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
+      res.end(JSON.stringify({ errors: [{ message, extensions: { code: status === 413 ? 'PAYLOAD_TOO_LARGE' : 'LENGTH_REQUIRED' } }] }));
+      req.resume();
+    };
+    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes)
+      return refuse(413, `The request body is larger than ${maxBodyBytes} bytes`);
+    // Without a length the body's size is only known once it is read: ask for one instead.
+    if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
+      return refuse(411, 'Send the request body with a Content-Length');
+    }
+    void yoga(req, res);
+  });
+
+  // graphql-ws on the same path, through yoga's envelope: one context, the same limits and plugins.
+  const webSockets = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: maxBodyBytes });
   const graphqlWs = useServer(
     {
-      execute: (args) => (args.rootValue as { execute: typeof import('graphql').execute }).execute(args),
-      subscribe: (args) => (args.rootValue as { subscribe: typeof import('graphql').subscribe }).subscribe(args),
+      // A bad or missing key closes the socket with 4403 Forbidden at connection_init.
+      onConnect: (ctx) => apiKeys.authenticate(socketKey(ctx.connectionParams)) !== undefined,
+      execute: (args) => (args.rootValue as { execute: typeof execute }).execute(args),
+      subscribe: (args) => (args.rootValue as { subscribe: typeof subscribe }).subscribe(args),
       onSubscribe: async (ctx, _id, payload) => {
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        const enveloped = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
           socket: ctx.extra.socket,
           params: payload,
-          connectionParams: ctx.connectionParams,
+          connectionParams: ctx.connectionParams ?? {},
         });
-        const document = parse(payload.query);
-        const errors = validate(schema, document);
-        if (errors.length > 0) return errors;
+        // Limits throw from parse and validate (as over HTTP): answer them as this operation's errors.
+        let document: ReturnType<typeof enveloped.parse>;
+        try {
+          document = enveloped.parse(payload.query);
+          const errors = enveloped.validate(enveloped.schema, document);
+          if (errors.length > 0) return errors;
+        } catch (err) {
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        let contextValue: Context;
+        try {
+          // The key is checked again for each operation: a key revoked since connecting stops here.
+          contextValue = (await enveloped.contextFactory()) as Context;
+        } catch (err) {
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
         return {
-          schema,
+          schema: enveloped.schema,
           operationName: payload.operationName,
           document,
           variableValues: payload.variables,
-          contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
+          contextValue,
+          rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
         };
       },
     },

@@ -1,6 +1,7 @@
 /** The only reader of process.env: validated once at start, with a message naming any bad value. */
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseKeys } from './auth.ts';
 import {
   DEFAULT_IDEMPOTENCY_TTL_HOURS,
   DEFAULT_LEASE_RETENTION_DAYS,
@@ -58,13 +59,26 @@ const env = z.object({
     .transform(Number)
     .refine((n) => n >= 1 && n <= MAX_PAYLOAD_BYTES_LIMIT, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
-  RUNPLANE_GRAPHIQL: flag(true),
+  NODE_ENV: z.string().optional(),
+  RUNPLANE_GRAPHIQL: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_INTROSPECTION: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_API_KEYS: z
+    .string()
+    .superRefine((value, ctx) => {
+      try {
+        parseKeys(value, 'RUNPLANE_API_KEYS');
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message.replace(/^RUNPLANE_API_KEYS, /, '') });
+      }
+    })
+    .optional(),
+  RUNPLANE_API_KEYS_FILE: z.string().min(1, 'must not be empty').optional(),
+  RUNPLANE_ALLOW_OPEN: flag(false),
+  RUNPLANE_MAX_BODY_BYTES: whole(1024, 64 * 1024 * 1024).optional(),
   RUNPLANE_IDEMPOTENCY_TTL_HOURS: whole(1, 24 * 365).default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
   RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
   RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
   RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
-  // Until API keys are supported, a server told to use them must not start open.
-  RUNPLANE_API_KEYS: z.undefined({ message: 'API keys are not supported yet; unset it to run open as the default tenant' }).optional(),
 });
 
 export interface Config {
@@ -90,6 +104,11 @@ export interface Config {
   readonly limits: { readonly maxPayloadBytes: number };
   readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
   readonly graphiql: boolean;
+  readonly introspection: boolean;
+  /** NODE_ENV=production: GraphiQL, introspection and field suggestions off unless asked for. */
+  readonly production: boolean;
+  readonly auth: { readonly inline?: string; readonly file?: string };
+  readonly maxBodyBytes: number;
 }
 
 export class ConfigError extends Error {}
@@ -110,6 +129,14 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     throw new ConfigError(`bad configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  const production = e.NODE_ENV === 'production';
+  const openByDefault = !e.RUNPLANE_API_KEYS && !e.RUNPLANE_API_KEYS_FILE;
+  if (production && openByDefault && !e.RUNPLANE_ALLOW_OPEN) {
+    throw new ConfigError(
+      'bad configuration:\n  NODE_ENV=production with no API keys would serve every caller as one tenant: set RUNPLANE_API_KEYS or RUNPLANE_API_KEYS_FILE, or RUNPLANE_ALLOW_OPEN=true to run open on purpose',
+    );
+  }
+  const on = (value: string | undefined, fallback: boolean) => (value === undefined ? fallback : value === 'true' || value === '1');
   const endpoint = e.AWS_ENDPOINT_URL_DYNAMODB;
   const local = !endpoint || isLoopback(endpoint);
   return {
@@ -131,6 +158,11 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       finishedRunSeconds: e.RUNPLANE_RUN_RETENTION_DAYS * 86400,
       leaseSeconds: e.RUNPLANE_LEASE_RETENTION_DAYS * 86400,
     },
-    graphiql: e.RUNPLANE_GRAPHIQL,
+    graphiql: on(e.RUNPLANE_GRAPHIQL, !production),
+    introspection: on(e.RUNPLANE_INTROSPECTION, !production),
+    production,
+    auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },
+    // Room for the largest payload, JSON-escaped, and the query around it.
+    maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
   };
 }

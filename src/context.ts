@@ -1,4 +1,5 @@
 /** One context for every request, over HTTP, WebSocket or SSE. */
+import type { Role } from './auth.ts';
 import type { Budget, Lease, Run, RunEvent } from './domain/run.ts';
 import type { BudgetStore } from './store/budgets.ts';
 import type { EventStore } from './store/events.ts';
@@ -29,6 +30,8 @@ export interface LiveFeeds {
 export interface Context {
   /** Whose rows this request may see: every key it builds starts with it. */
   tenant: string;
+  /** What its API key allows (read-only keys cannot run mutations). */
+  role: Role;
   stores: Stores;
   live: LiveFeeds;
   limits: Limits;

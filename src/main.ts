@@ -15,7 +15,9 @@ async function main() {
       `Runplane is up: ${server.url}${config.graphiql ? ' (open it in a browser for GraphiQL)' : ''}`,
       `  DynamoDB: ${where}`,
       `  table:    ${config.table}${server.tableCreated ? ' (created now)' : ''}`,
-      '  tenant:   default (no API keys configured: anyone who can reach the port can use it)',
+      server.open
+        ? '  tenant:   default (no API keys configured: anyone who can reach the port can use it)'
+        : `  auth:     API keys (${config.auth.file ? `file ${config.auth.file}, re-read when it changes` : 'RUNPLANE_API_KEYS'})`,
       'Ctrl-C stops it.',
     ].join('\n'),
   );

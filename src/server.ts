@@ -1,6 +1,7 @@
 /** Composition root: config -> engine (when embedded) -> table -> clients -> stores -> app. */
 
 import { buildApp } from './app.ts';
+import { createApiKeys, type Principal } from './auth.ts';
 import type { Config } from './config.ts';
 import type { Context, Stores } from './context.ts';
 import { type Engine, startEngine } from './engine/index.ts';
@@ -28,6 +29,8 @@ export interface RunningServer {
   stores: Stores;
   clients: Clients;
   tableCreated: boolean;
+  /** Whether it serves everyone as the default tenant (no API keys configured). */
+  open: boolean;
   stop(): Promise<void>;
 }
 
@@ -52,6 +55,8 @@ export interface ServerOptions {
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  // Bad keys stop the start before anything else is started.
+  const apiKeys = createApiKeys(config.auth);
   const engine = config.dynamodb.embedded
     ? await startEngine({ port: config.engine.port, host: '127.0.0.1', dataDir: config.engine.dataDir })
     : undefined;
@@ -69,8 +74,17 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     live = await startLive({ clients, tableName: config.table, stores: raw, poll: options.poll, log: options.log });
     const stores = withFastPath(raw, live.hub);
     const feeds = live;
-    const context = (): Context => ({ tenant: 'default', stores, live: feeds, limits: config.limits });
-    const app = buildApp({ schema, context, graphiql: config.graphiql, logError: options.logError });
+    const context = ({ tenant, role }: Principal): Context => ({ tenant, role, stores, live: feeds, limits: config.limits });
+    const app = buildApp({
+      schema,
+      apiKeys,
+      context,
+      graphiql: config.graphiql,
+      introspection: config.introspection,
+      fieldSuggestions: !config.production,
+      maxBodyBytes: config.maxBodyBytes,
+      logError: options.logError,
+    });
     const url = await app.start(config.port, config.host);
     let stopping: Promise<void> | undefined;
     return {
@@ -81,6 +95,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       stores: raw,
       clients,
       tableCreated,
+      open: apiKeys.open,
       stop() {
         stopping ??= (async () => {
           await app.stop();

@@ -52,7 +52,8 @@ describe('configuration from the environment', () => {
     ['RUNPLANE_IN_MEMORY', 'yes', /RUNPLANE_IN_MEMORY="yes": must be true or false/],
     ['RUNPLANE_MAX_PAYLOAD_BYTES', '500000', /RUNPLANE_MAX_PAYLOAD_BYTES="500000"/],
     ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
-    ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": API keys are not supported yet/],
+    ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": entry 1: a key must be at least 16 characters/],
+    ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=a#b', /RUNPLANE_API_KEYS=.*: entry 1: the tenant must be/],
   ])('%s=%s is refused with a message naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);

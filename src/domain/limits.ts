@@ -39,12 +39,15 @@ export function isId(value: string) {
   return ID_PATTERN.test(value);
 }
 
-/** Whether a JSON value holds a number JSON itself cannot carry (Infinity from a literal like 1e400, NaN). */
-export function hasNonFiniteNumber(value: unknown) {
+/** DynamoDB stores numbers of magnitude 1e-130 up to (not including) 1e126, and 0. */
+const storable = (n: number) => n === 0 || (Number.isFinite(n) && Math.abs(n) >= 1e-130 && Math.abs(n) < 1e126);
+
+/** Whether a JSON value holds a number DynamoDB cannot store (Infinity from a literal like 1e400, 5e-324, 1e200). */
+export function hasUnstorableNumber(value: unknown) {
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const current = stack.pop();
-    if (typeof current === 'number' && !Number.isFinite(current)) return true;
+    if (typeof current === 'number' && !storable(current)) return true;
     if (current !== null && typeof current === 'object') stack.push(...Object.values(current));
   }
   return false;

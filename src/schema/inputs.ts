@@ -3,7 +3,7 @@ import { z } from 'zod';
 import {
   EVENT_TYPE_PATTERN,
   EVENT_TYPE_RULE,
-  hasNonFiniteNumber,
+  hasUnstorableNumber,
   ID_PATTERN,
   ID_RULE,
   MAX_INT,
@@ -34,4 +34,7 @@ export const owner = text(MAX_OWNER_LENGTH);
 export const payload = z
   .unknown()
   .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`)
-  .refine((value) => !hasNonFiniteNumber(value), 'must not hold a number beyond the range of a double (such as 1e400)');
+  .refine(
+    (value) => !hasUnstorableNumber(value),
+    'must only hold numbers DynamoDB can store: 0, or a magnitude from 1e-130 to below 1e126',
+  );

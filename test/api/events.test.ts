@@ -141,7 +141,11 @@ describe('appendEvent', () => {
     expect(await eventRows(runId)).toEqual([]);
   });
 
-  test('a number JSON cannot carry (1e400 parses to Infinity) is refused naming the payload', async () => {
+  test('numbers DynamoDB cannot store (1e400 parses to Infinity, 5e-324, 1e200) are refused naming the payload', async () => {
+    for (const n of [5e-324, 1e200]) {
+      const refused = await api.gql(APPEND, { input: { runId: await newRun(), type: 'x', payload: { n } } });
+      expect(refused.errors?.[0]?.message).toMatch(/input.payload: must only hold numbers DynamoDB can store/);
+    }
     const runId = await newRun();
     const response = await fetch(api.url, {
       method: 'POST',

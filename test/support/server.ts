@@ -19,7 +19,7 @@ export interface TestServer {
   /** DynamoDB requests made since the server started, by command name. */
   requests: string[];
   // biome-ignore lint/suspicious/noExplicitAny: tests read deep into responses by path
-  gql<T = any>(query: string, variables?: Record<string, unknown>): Promise<GraphQLResponse<T>>;
+  gql<T = any>(query: string, variables?: Record<string, unknown>, options?: { key?: string }): Promise<GraphQLResponse<T>>;
 }
 
 export interface TestServerOptions {
@@ -66,10 +66,10 @@ export async function startTestServer(options: TestServerOptions | Record<string
     table,
     server,
     requests,
-    gql: async (query, variables = {}) => {
+    gql: async (query, variables = {}, { key } = {}) => {
       const response = await fetch(server.url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
         body: JSON.stringify({ query, variables }),
       });
       return (await response.json()) as never;

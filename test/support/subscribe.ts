@@ -34,7 +34,10 @@ function collector<T>(stop: () => void): Collected<T> {
         timeoutMs,
         what: `${count} items (have ${collected.items.length})`,
       });
-      if (collected.errors.length > 0) throw new Error(`subscription failed: ${JSON.stringify(collected.errors)}`);
+      if (collected.errors.length > 0) {
+        const described = collected.errors.map((e) => (e instanceof Error ? { ...e, message: e.message } : e));
+        throw new Error(`subscription failed: ${JSON.stringify(described)}`);
+      }
       return collected.items;
     },
     stop,
@@ -63,18 +66,25 @@ export function subscribeWs<T>(client: Client, query: string, variables: Record<
 }
 
 /** Subscribes over GraphQL over SSE (one HTTP response per subscription) and collects `data[field]`. */
-export function subscribeSse<T>(url: string, query: string, variables: Record<string, unknown>, field: string): Collected<T> {
+export function subscribeSse<T>(
+  url: string,
+  query: string,
+  variables: Record<string, unknown>,
+  field: string,
+  { key }: { key?: string } = {},
+): Collected<T> {
   const abort = new AbortController();
   const collected = collector<T>(() => abort.abort());
   void (async () => {
     try {
       const response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...(key ? { authorization: `Bearer ${key}` } : {}) },
         body: JSON.stringify({ query, variables }),
         signal: abort.signal,
       });
-      if (!response.body) throw new Error(`no body: ${response.status}`);
+      if (!response.ok || !response.body)
+        throw Object.assign(new Error(`HTTP ${response.status}: ${await response.text()}`), { status: response.status });
       const decoder = new TextDecoder();
       let buffer = '';
       for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {

@@ -1,0 +1,117 @@
+/**
+ * API keys: each maps to a tenant, and may be read-only. Keys come from
+ * RUNPLANE_API_KEYS (`key=tenant[:read]`, comma-separated) and/or a file (one per line,
+ * `#` comments), which is re-read when it changes, so removing a line revokes a key.
+ * Keys are compared as SHA-256 digests in constant time.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { ID_PATTERN } from './domain/limits.ts';
+
+export type Role = 'write' | 'read';
+
+export interface Principal {
+  tenant: string;
+  role: Role;
+}
+
+export const OPEN_TENANT = 'default';
+const MIN_KEY_LENGTH = 16;
+const KEY_PATTERN = /^[A-Za-z0-9._~+/=-]+$/;
+
+interface Entry {
+  digest: Buffer;
+  principal: Principal;
+}
+
+const digest = (key: string) => createHash('sha256').update(key).digest();
+
+/** Parses `key=tenant[:read|:write]` entries; `where` names the source in errors. */
+export function parseKeys(text: string, where: string): Entry[] {
+  const entries: Entry[] = [];
+  // '#' starts a comment at the start of a line or after a space (a tenant with '#' is refused, not cut).
+  const lines = text.split(/[\n,]/).map((line) => line.replace(/(^|\s)#.*$/, '').trim());
+  lines.forEach((line, index) => {
+    if (!line) return;
+    const match = /^([^=\s]+)=([^:\s]+)(?::(read|write))?$/.exec(line);
+    const at = `${where}, entry ${index + 1}`;
+    if (!match) throw new Error(`${at}: expected key=tenant or key=tenant:read`);
+    const [, key, tenant, role] = match as unknown as [string, string, string, Role | undefined];
+    if (key.length < MIN_KEY_LENGTH || !KEY_PATTERN.test(key)) {
+      throw new Error(`${at}: a key must be at least ${MIN_KEY_LENGTH} characters of letters, digits and . _ ~ + / = -`);
+    }
+    if (!ID_PATTERN.test(tenant)) throw new Error(`${at}: the tenant must be 1 to 128 letters, digits and . _ : - (not first)`);
+    entries.push({ digest: digest(key), principal: { tenant, role: role ?? 'write' } });
+  });
+  return entries;
+}
+
+export interface ApiKeys {
+  /** True when no keys are configured: everyone is the default tenant. */
+  readonly open: boolean;
+  /** The principal of a presented key, or undefined for a missing, unknown or revoked one. */
+  authenticate(key: string | undefined): Principal | undefined;
+}
+
+export interface ApiKeySources {
+  /** The RUNPLANE_API_KEYS value. */
+  inline?: string;
+  /** A file of keys, re-read when it changes. */
+  file?: string;
+}
+
+export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
+  const fixed = inline ? parseKeys(inline, 'RUNPLANE_API_KEYS') : [];
+  let fromFile: Entry[] = [];
+  let fileStamp = '';
+  let checkedAt = 0;
+  const reload = (force = false) => {
+    if (!file) return;
+    const now = Date.now();
+    if (!force && now - checkedAt < 500) return;
+    checkedAt = now;
+    let stamp: string;
+    try {
+      const stat = statSync(file);
+      stamp = `${stat.mtimeMs}:${stat.size}`;
+    } catch (err) {
+      if (force) throw new Error(`RUNPLANE_API_KEYS_FILE: cannot read ${file}: ${(err as Error).message}`);
+      // Gone: revoke everything it held rather than keep stale keys.
+      fromFile = [];
+      fileStamp = '';
+      return;
+    }
+    if (stamp === fileStamp) return;
+    try {
+      fromFile = parseKeys(readFileSync(file, 'utf8'), `RUNPLANE_API_KEYS_FILE ${file}`);
+      fileStamp = stamp;
+    } catch (err) {
+      if (force) throw err;
+      console.error(`runplane: keys file not reloaded, keeping the keys read before: ${(err as Error).message}`);
+    }
+  };
+  reload(true);
+  const open = !inline && !file;
+  return {
+    open,
+    authenticate(key) {
+      if (open) return { tenant: OPEN_TENANT, role: 'write' };
+      if (!key) return undefined;
+      reload();
+      const presented = digest(key);
+      let found: Principal | undefined;
+      // Every entry is compared, each in constant time: how long this takes says nothing about the key.
+      for (const entry of [...fixed, ...fromFile]) {
+        if (timingSafeEqual(entry.digest, presented)) found ??= entry.principal;
+      }
+      return found;
+    },
+  };
+}
+
+/** The key in an `Authorization: Bearer <key>` header (or connectionParams value). */
+export function bearer(value: unknown) {
+  if (typeof value !== 'string') return undefined;
+  const match = /^Bearer\s+(\S+)$/i.exec(value.trim());
+  return match ? match[1] : undefined;
+}

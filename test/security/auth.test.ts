@@ -1,0 +1,128 @@
+/** API keys: refused when missing, wrong or revoked, over HTTP, WebSocket and SSE; read-only keys. */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import WebSocket from 'ws';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
+import { waitFor } from '../support/wait.ts';
+
+const WRITER = 'writer-key-0123456789abcdef';
+const READER = 'reader-key-0123456789abcdef';
+const REVOKED = 'revoked-key-0123456789abcd';
+const dir = mkdtempSync(join(tmpdir(), 'runplane-keys-'));
+const keysFile = join(dir, 'keys');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+let api: TestServer;
+beforeAll(async () => {
+  writeFileSync(keysFile, `# keys of acme\n${WRITER}=acme\n${READER}=acme:read\n${REVOKED}=acme\n`);
+  api = await startTestServer({ env: { RUNPLANE_API_KEYS_FILE: keysFile } });
+});
+
+const QUERY = '{ runs(first: 1) { edges { cursor } } }';
+const status = async (headers: Record<string, string>) =>
+  (
+    await fetch(api.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ query: QUERY }),
+    })
+  ).status;
+
+/** How a WebSocket with these connectionParams is closed (or 'open' if it is accepted). */
+function socketOutcome(connectionParams?: Record<string, unknown>) {
+  return new Promise<number | 'open'>((resolve) => {
+    const socket = new WebSocket(api.url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+    socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: connectionParams })));
+    socket.on('message', (data) => {
+      if (JSON.parse(String(data)).type === 'connection_ack') {
+        socket.close();
+        resolve('open');
+      }
+    });
+    socket.on('close', (code) => resolve(code));
+  });
+}
+
+describe('over HTTP', () => {
+  test('no key, a wrong key and a malformed header are 401; a valid key is served', async () => {
+    expect(await status({})).toBe(401);
+    expect(await status({ authorization: 'Bearer not-a-key-of-this-server' })).toBe(401);
+    expect(await status({ authorization: WRITER })).toBe(401);
+    expect(await status({ authorization: `Bearer ${WRITER}` })).toBe(200);
+    const body = await (
+      await fetch(api.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: QUERY }) })
+    ).json();
+    expect(body.errors[0]).toMatchObject({
+      message: expect.stringContaining('API key is required'),
+      extensions: { code: 'UNAUTHENTICATED' },
+    });
+  });
+});
+
+describe('over WebSocket', () => {
+  test('no key and a wrong key close the socket with 4403 at connection_init; a valid key is acknowledged', async () => {
+    expect(await socketOutcome()).toBe(4403);
+    expect(await socketOutcome({ authorization: 'Bearer wrong-key-0123456789abcdef' })).toBe(4403);
+    expect(await socketOutcome({ authorization: `Bearer ${WRITER}` })).toBe('open');
+    expect(await socketOutcome({ apiKey: WRITER })).toBe('open');
+  });
+});
+
+describe('over SSE', () => {
+  test('no key and a wrong key are refused with 401', async () => {
+    const query = 'subscription { leaseChanged(unitId: "u") { owner } }';
+    await expect(subscribeSse(api.url, query, {}, 'leaseChanged').until(1)).rejects.toThrow(/HTTP 401/);
+    await expect(subscribeSse(api.url, query, {}, 'leaseChanged', { key: 'wrong-key-0123456789abcdef' }).until(1)).rejects.toThrow(
+      /HTTP 401/,
+    );
+  });
+});
+
+describe('read-only keys', () => {
+  test('may read and subscribe, not mutate', async () => {
+    expect(await status({ authorization: `Bearer ${READER}` })).toBe(200);
+    const refused = await api.gql('mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }', {}, { key: READER });
+    expect(refused.errors?.[0]).toMatchObject({ message: expect.stringContaining('read-only'), extensions: { code: 'FORBIDDEN' } });
+    const ws = wsClient(api.url, { connectionParams: { authorization: `Bearer ${READER}` } });
+    const sub = subscribeWs(ws, 'mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }', {}, 'createRun');
+    await expect(sub.until(1)).rejects.toThrow(/read-only/);
+    await ws.dispose();
+  });
+});
+
+describe('a revoked key', () => {
+  test('is refused over HTTP, WebSocket and SSE once its line leaves the keys file', async () => {
+    const ws = wsClient(api.url, { connectionParams: { authorization: `Bearer ${REVOKED}` } });
+    expect(await status({ authorization: `Bearer ${REVOKED}` })).toBe(200);
+    expect(await socketOutcome({ authorization: `Bearer ${REVOKED}` })).toBe('open');
+
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n`);
+    await waitFor(async () => (await status({ authorization: `Bearer ${REVOKED}` })) === 401, { what: 'the keys file to be re-read' });
+    expect(await socketOutcome({ authorization: `Bearer ${REVOKED}` })).toBe(4403);
+    await expect(
+      subscribeSse(api.url, 'subscription { leaseChanged(unitId: "u") { owner } }', {}, 'leaseChanged', { key: REVOKED }).until(1),
+    ).rejects.toThrow(/HTTP 401/);
+    // A socket opened before the revocation gets no new operations.
+    const sub = subscribeWs(ws, '{ runs(first: 1) { edges { cursor } } }', {}, 'runs');
+    await expect(sub.until(1)).rejects.toThrow(/not valid/);
+    await ws.dispose();
+    expect(await status({ authorization: `Bearer ${WRITER}` })).toBe(200);
+  });
+});
+
+describe('starting', () => {
+  test('NODE_ENV=production refuses to start open unless told explicitly', () => {
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(ConfigError);
+    expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(/RUNPLANE_ALLOW_OPEN=true/);
+    expect(loadConfig({ NODE_ENV: 'production', RUNPLANE_ALLOW_OPEN: 'true' })).toMatchObject({
+      production: true,
+      graphiql: false,
+      introspection: false,
+    });
+    expect(loadConfig({ NODE_ENV: 'production', RUNPLANE_API_KEYS: `${WRITER}=acme` })).toMatchObject({ production: true });
+  });
+});
