@@ -29,8 +29,8 @@ export interface App {
   readonly server: Server;
   /** Listens; resolves to the /graphql URL. */
   start(port: number, host: string): Promise<string>;
-  /** Tells WebSocket clients it is going away, stops accepting, and waits for requests in flight. */
-  stop(): Promise<void>;
+  /** Tells WebSocket clients it is going away, stops accepting, and waits (up to `graceMs`) for requests in flight. */
+  stop(graceMs?: number): Promise<void>;
 }
 
 const unauthenticated = (message: string) => new GraphQLError(message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
@@ -148,15 +148,19 @@ export function buildApp(deps: AppDeps): App {
           resolve(`http://${shown}:${address.port}/graphql`);
         });
       }),
-    async stop() {
-      // WebSocket clients are told the server is going away (1001), then HTTP stops.
+    async stop(graceMs = 5_000) {
+      // WebSocket clients are told the server is going away (1001), then HTTP stops accepting.
       await graphqlWs.dispose();
       await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();
         server.close(() => resolve());
         server.closeIdleConnections();
-        // Busy connections (SSE streams included) close once their response ends.
-        for (const socket of sockets) socket.once('drain', () => socket.end());
+        // Requests in flight get `graceMs` to finish; whatever still holds a socket then is cut.
+        const deadline = setTimeout(() => {
+          for (const socket of sockets) socket.destroy();
+        }, graceMs);
+        deadline.unref();
+        server.once('close', () => clearTimeout(deadline));
       });
     },
   };

@@ -65,6 +65,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     streamsEndpoint: engine ? undefined : config.dynamodb.streamsEndpoint,
     region: config.dynamodb.region,
     credentials: config.dynamodb.localCredentials ? { accessKeyId: 'local', secretAccessKey: 'local' } : undefined,
+    inProcess: engine?.answer,
   });
   let live: Live | undefined;
   try {
@@ -98,6 +99,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       open: apiKeys.open,
       stop() {
         stopping ??= (async () => {
+          // Open subscriptions complete first (their clients see the end), then the listeners stop.
+          feeds.endSubscriptions();
           await app.stop();
           await raw.runs.settled();
           await feeds.stop();

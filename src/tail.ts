@@ -21,8 +21,15 @@ interface Event {
   createdAt: string;
 }
 
-/** A refusal by the server (bad input, unknown run): retrying will not help. */
+/** A refusal by the server (bad input, unknown run, bad key): retrying will not help. */
 class Refused extends Error {}
+
+/** Errors a retry can cure (the table briefly unreachable, an unexpected failure): resume instead of giving up. */
+const TRANSIENT = new Set(['UNAVAILABLE', 'THROTTLED', 'CONFLICT', 'CONTENTION', 'INTERNAL_SERVER_ERROR']);
+const transient = (errors: readonly { extensions?: Record<string, unknown> }[]) =>
+  errors.every((e) => TRANSIENT.has(String(e.extensions?.code ?? '')));
+
+class Transient extends Error {}
 
 function parse(argv: string[]) {
   const { values, positionals } = parseArgs({
@@ -87,7 +94,10 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
         variables: { runId: options.runId, afterSeq, types: options.types },
       });
       for await (const result of events) {
-        if (result.errors?.length) throw new Refused(result.errors.map((e) => e.message).join('; '));
+        if (result.errors?.length) {
+          const message = result.errors.map((e) => e.message).join('; ');
+          throw transient(result.errors) ? new Transient(message) : new Refused(message);
+        }
         const event = result.data?.runEvents;
         if (!event) continue;
         failures = 0;
@@ -98,9 +108,14 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
       return;
     } catch (err) {
       if (err instanceof Refused) throw err;
-      if (Array.isArray(err)) throw new Refused((err as { message: string }[]).map((e) => e.message).join('; '));
+      let cause = err;
+      if (Array.isArray(err)) {
+        const message = (err as { message: string }[]).map((e) => e.message).join('; ');
+        if (!transient(err as { extensions?: Record<string, unknown> }[])) throw new Refused(message);
+        cause = new Transient(message);
+      }
       const delay = Math.min(5_000, 250 * 2 ** failures++);
-      note(`tail: connection lost (${describe(err)}); resuming after seq ${afterSeq} in ${delay} ms`);
+      note(`tail: interrupted (${describe(cause)}); resuming after seq ${afterSeq} in ${delay} ms`);
       await new Promise((resolve) => setTimeout(resolve, delay));
     } finally {
       await client.dispose();

@@ -6,7 +6,6 @@
  * goes through `validate` before an action runs: an action called with unparsed input
  * silently ignores its ConditionExpression.
  */
-import domain from 'node:domain';
 import { createRequire } from 'node:module';
 import { EngineError, errors } from './errors.ts';
 
@@ -178,20 +177,75 @@ export function validateWith(validation: Validation, body: Record<string, unknow
 
 /**
  * Runs a dynalite action. Some expressions that parse (begins_with on two maps, BETWEEN on
- * attribute operands) make dynalite throw from inside a LevelDB callback, where no caller
- * can catch it; a domain keeps that throw inside this request instead of ending the process.
+ * attribute operands) make dynalite throw from inside a LevelDB callback or stream event,
+ * where no caller could catch it and the process would end. The action gets a store whose
+ * callbacks and stream events are guarded: such a throw fails this request only.
  * `onThrow` lets the caller release what the action held (its item lock).
  */
 export function runAction(operation: DynaliteOperation, store: Store, data: Record<string, unknown>, onThrow?: () => void) {
   const action = actions.get(operation);
   if (!action) throw new Error(`no action for ${operation}`);
   return new Promise<Record<string, unknown>>((resolve, reject) => {
-    const guard = domain.create();
-    guard.on('error', (err: Error) => {
+    let settled = false;
+    const fail = (err: unknown) => {
+      if (settled) return;
+      settled = true;
       onThrow?.();
-      reject(errors.validation(`An expression of this request could not be evaluated on an item: ${err.message}`));
-    });
-    guard.run(() => action(store, data, (err, result) => (err ? reject(toEngineError(err)) : resolve(result ?? {}))));
+      reject(errors.validation(`An expression of this request could not be evaluated on an item: ${(err as Error)?.message ?? err}`));
+    };
+    const done: Callback<Record<string, unknown>> = (err, result) => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(toEngineError(err));
+      else resolve(result ?? {});
+    };
+    try {
+      action(guarded(store, fail), data, done);
+    } catch (err) {
+      fail(err);
+    }
+  });
+}
+
+/** A store whose sub-databases run the action's callbacks, and its streams' listeners, inside try/catch. */
+function guarded(store: Store, fail: (err: unknown) => void): Store {
+  const guard =
+    <A extends unknown[]>(cb: (...args: A) => void) =>
+    (...args: A) => {
+      try {
+        cb(...args);
+      } catch (err) {
+        fail(err);
+      }
+    };
+  const wrapDb = (db: SubDb): SubDb => ({
+    lock: db.lock,
+    get: (key, cb) => db.get(key, guard(cb)),
+    put: (key, value, cb) => db.put(key, value, guard(cb)),
+    del: (key, cb) => db.del(key, guard(cb)),
+    createValueStream(options) {
+      const stream = db.createValueStream(options);
+      const emit = stream.emit.bind(stream);
+      stream.emit = (event: string | symbol, ...args: unknown[]) => {
+        try {
+          return emit(event, ...args);
+        } catch (err) {
+          fail(err);
+          return false;
+        }
+      };
+      return stream;
+    },
+  });
+  return Object.create(store, {
+    getItemDb: { value: (table: string) => wrapDb(store.getItemDb(table)) },
+    getIndexDb: { value: (type: string, table: string, index: string) => wrapDb(store.getIndexDb(type, table, index)) },
+    getTable: {
+      value: (name: string, checkStatus: unknown, cb?: Callback<TableDescription>) => {
+        if (typeof checkStatus === 'function') return store.getTable(name, guard(checkStatus as Callback<TableDescription>));
+        return store.getTable(name, checkStatus as boolean, guard(cb as Callback<TableDescription>));
+      },
+    },
   });
 }
 

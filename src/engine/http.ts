@@ -8,33 +8,16 @@ const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
 export type Dispatch = (service: string, operation: string, body: Record<string, unknown>) => Promise<unknown>;
 
-export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unknown) => void, isClosing: () => boolean) {
-  return function handle(req: IncomingMessage, res: ServerResponse) {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
-    });
-    req.on('error', () => res.destroy());
-    req.on('end', () => {
-      res.setHeader('x-amzn-RequestId', randomBytes(39).toString('base64').toUpperCase().replace(/[+/]/g, '0'));
-      if (size > MAX_REQUEST_BYTES) return send(res, 413, '');
-      if (req.method === 'GET') return send(res, 200, 'healthy: dynamodb.us-east-1.amazonaws.com ', 'text/plain');
-      if (req.method !== 'POST') return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
-      if (isClosing()) {
-        // Shutting down: run nothing new, and tell the client not to reuse this connection.
-        res.setHeader('Connection', 'close');
-        return send(res, 500, JSON.stringify(errors.internal('The engine is shutting down').toBody()));
-      }
-      const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
-      const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
-      void respond(Buffer.concat(chunks).toString('utf8'), String(req.headers['x-amz-target'] ?? ''), replyType, res);
-    });
-  };
+export interface Answer {
+  status: number;
+  body: string;
+}
 
-  async function respond(text: string, target: string, contentType: string, res: ServerResponse) {
+export function createProtocol(dispatch: Dispatch, onUnexpected: (err: unknown) => void, isClosing: () => boolean) {
+  /** Answers one request: its target and JSON text in, a status and JSON text out. Never throws. */
+  async function answer(target: string, text: string): Promise<Answer> {
     try {
+      if (isClosing()) throw errors.internal('The engine is shutting down');
       let body: unknown;
       try {
         body = text ? JSON.parse(text) : undefined;
@@ -45,15 +28,43 @@ export function createRequestHandler(dispatch: Dispatch, onUnexpected: (err: unk
       if (extra.length > 0 || !operation) throw errors.unknownOperation();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
       const result = await dispatch(service, operation, body as Record<string, unknown>);
-      send(res, 200, JSON.stringify(result ?? {}), contentType);
+      return { status: 200, body: JSON.stringify(result ?? {}) };
     } catch (err) {
       const known = err instanceof EngineError ? err : undefined;
       if (!known) onUnexpected(err);
       const reply = known ?? errors.internal();
-      send(res, reply.statusCode, JSON.stringify(reply.toBody()), contentType);
+      return { status: reply.statusCode, body: JSON.stringify(reply.toBody()) };
     }
   }
+
+  /** The same over HTTP. */
+  function http(req: IncomingMessage, res: ServerResponse) {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
+    });
+    req.on('error', () => res.destroy());
+    req.on('end', () => {
+      res.setHeader('x-amzn-RequestId', requestId());
+      if (size > MAX_REQUEST_BYTES) return send(res, 413, '');
+      if (req.method === 'GET') return send(res, 200, 'healthy: dynamodb.us-east-1.amazonaws.com ', 'text/plain');
+      if (req.method !== 'POST') return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
+      // Shutting down: tell the client not to reuse this connection.
+      if (isClosing()) res.setHeader('Connection', 'close');
+      const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
+      const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
+      void answer(String(req.headers['x-amz-target'] ?? ''), Buffer.concat(chunks).toString('utf8')).then(({ status, body }) =>
+        send(res, status, body, replyType),
+      );
+    });
+  }
+
+  return { answer, http };
 }
+
+export const requestId = () => randomBytes(39).toString('base64').toUpperCase().replace(/[+/]/g, '0');
 
 function send(res: ServerResponse, status: number, body: string, contentType = 'application/x-amz-json-1.0') {
   if (res.headersSent || res.destroyed) return;

@@ -13,7 +13,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { createStore, isDynaliteOperation, runAction, validate } from './dynalite.ts';
 import { errors } from './errors.ts';
 import { Faults } from './faults.ts';
-import { createRequestHandler } from './http.ts';
+import { createProtocol } from './http.ts';
 import { createItemWrites } from './items.ts';
 import { createStreamsApi, type StreamsOperation, streamsOperations } from './streams/api.ts';
 import { StreamLog } from './streams/log.ts';
@@ -55,6 +55,11 @@ export interface Engine {
   readonly endpoint: string;
   readonly port: number;
   readonly faults: Faults;
+  /**
+   * Answers a request in this process, without HTTP: a server embedding the engine talks
+   * to it this way (other processes use the port). Same protocol, same answers.
+   */
+  answer(target: string, body: string): Promise<{ status: number; body: string }>;
   /** Test controls for what DynamoDB does on its own schedule. */
   readonly control: {
     /** Closes the table's open shard and opens a child. */
@@ -148,10 +153,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   };
 
   let closing: Promise<void> | undefined;
-  const server: Server = createServer(
-    { keepAliveTimeout: 60_000 },
-    createRequestHandler(tracked, onError, () => closing !== undefined),
-  );
+  const protocol = createProtocol(tracked, onError, () => closing !== undefined);
+  const server: Server = createServer({ keepAliveTimeout: 60_000 }, protocol.http);
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);
@@ -196,6 +199,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     endpoint: `http://${host}:${address.port}`,
     port: address.port,
     faults,
+    answer: protocol.answer,
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),

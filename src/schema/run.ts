@@ -11,6 +11,7 @@ import { builder } from './builder.ts';
 import { EventConnection, eventCursor, seqOfCursor } from './event.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, text } from './inputs.ts';
+import { firstEventsWanted } from './prefetch.ts';
 import { RunStatusEnum } from './run-status.ts';
 
 /** A run as resolved: what the one partition Query found, so fields need no further reads. */
@@ -110,9 +111,9 @@ builder.queryField('run', (t) =>
       id: t.arg.id({ required: true, validate: id }),
       consistent: t.arg.boolean({ description: 'Read the latest committed state (strongly consistent).' }),
     },
-    resolve: async (_, args, { tenant, stores }) => {
+    resolve: async (_, args, { tenant, stores }, info) => {
       const consistent = args.consistent ?? false;
-      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit: DEFAULT_PAGE_SIZE });
+      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit: firstEventsWanted(info) });
       if (!snapshot) return null;
       return {
         run: snapshot.run,

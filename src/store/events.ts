@@ -44,29 +44,45 @@ export interface EventPageQuery {
 const MAX_APPEND_ATTEMPTS = 256;
 /** Items read per Query when filtering by type. */
 const FILTERED_PAGE = 500;
+/** How long a run's existence and last seq are trusted without reading them again. */
+const REMEMBER_MS = 60_000;
 /** Remembered per run: which runs exist and their last known seq. */
 const MAX_REMEMBERED_RUNS = 10_000;
 
 const isItemTooLarge = (err: unknown) => (err as Error)?.name === 'ValidationException' && /Item size/.test((err as Error).message);
 
 export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency: Idempotency) {
-  const knownRuns = new Set<string>();
-  const lastSeqHints = new Map<string, number>();
-  const remember = (runKey: string, seq: number) => {
-    if ((lastSeqHints.get(runKey) ?? 0) >= seq) return;
+  /** Runs known to exist, until when (re-checked after a while: a run expires eventually). */
+  const knownRuns = new Map<string, number>();
+  /** The last seq this process saw per run, and when (an old hint is not trusted). */
+  const lastSeqHints = new Map<string, { seq: number; at: number }>();
+  const hint = (runKey: string) => {
+    const known = lastSeqHints.get(runKey);
+    return known && Date.now() - known.at < REMEMBER_MS ? known.seq : undefined;
+  };
+  /** `read`: the seq was read from the table (authoritative), not merely written by us. */
+  const remember = (runKey: string, seq: number, read = false) => {
+    if (!read && (hint(runKey) ?? 0) > seq) return;
     lastSeqHints.delete(runKey);
-    lastSeqHints.set(runKey, seq);
+    lastSeqHints.set(runKey, { seq, at: Date.now() });
     if (lastSeqHints.size > MAX_REMEMBERED_RUNS) lastSeqHints.delete(lastSeqHints.keys().next().value as string);
   };
 
   async function ensureRun(tenant: string, runId: string, runKey: string) {
-    if (knownRuns.has(runKey)) return;
+    if ((knownRuns.get(runKey) ?? 0) > Date.now()) return;
     const { Item } = await doc.send(
-      new GetCommand({ TableName: tableName, Key: keys.run(tenant, runId), ConsistentRead: true, ProjectionExpression: 'pk' }),
+      new GetCommand({
+        TableName: tableName,
+        Key: keys.run(tenant, runId),
+        ConsistentRead: true,
+        ProjectionExpression: 'pk, #expiresAt',
+        ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
+      }),
     );
-    if (!Item) throw new RunNotFound(runId);
+    // A finished run past its retention is gone, though DynamoDB deletes it late.
+    if (!Item || Number(Item[attr.expiresAt] ?? Number.POSITIVE_INFINITY) * 1000 <= now().getTime()) throw new RunNotFound(runId);
     if (knownRuns.size >= MAX_REMEMBERED_RUNS) knownRuns.clear();
-    knownRuns.add(runKey);
+    knownRuns.set(runKey, Date.now() + REMEMBER_MS);
   }
 
   /** The run's highest seq (0 for none), strongly consistent. */
@@ -83,7 +99,7 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
       }),
     );
     const last = Items[0] ? toEvent(Items[0]).seq : 0;
-    remember(`${tenant}\u0000${runId}`, last);
+    remember(`${tenant}\u0000${runId}`, last, true);
     return last;
   }
 
@@ -115,7 +131,7 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
 
     if (seq !== undefined) {
       // Seqs stay contiguous: seq may only follow the last one.
-      if ((lastSeqHints.get(runKey) ?? 0) < seq - 1) {
+      if ((hint(runKey) ?? 0) < seq - 1) {
         const last = await lastSeq(tenant, runId);
         if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
       }
@@ -125,7 +141,7 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
       return written;
     }
 
-    let next = (lastSeqHints.get(runKey) ?? (await lastSeq(tenant, runId))) + 1;
+    let next = (hint(runKey) ?? (await lastSeq(tenant, runId))) + 1;
     for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
       if (next > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const written = event(next);

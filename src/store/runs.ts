@@ -59,17 +59,9 @@ export function createRunStore({ doc, tableName, now, retention }: StoreDeps, id
     const at = now();
     const run: Run = { id, task, status: initialStatus, version: 1, createdAt: at, updatedAt: at };
     const budget: Budget = { runId: id, cap: budgetCap, spent: 0, remaining: budgetCap, version: 1 };
-    // A run id is taken once (or again once its finished run has expired); its budget row comes with it.
-    const free = `${conditions.absent} OR #expiresAt <= :nowSeconds`;
-    const put = (Item: Item): Write => ({
-      Put: {
-        TableName: tableName,
-        Item,
-        ConditionExpression: free,
-        ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
-        ExpressionAttributeValues: { ':nowSeconds': nowSeconds() },
-      },
-    });
+    // A run id is taken once; its budget row comes with it. An expired run's id stays taken
+    // until DynamoDB has deleted its rows: a new run must never see the old one's events.
+    const put = (Item: Item): Write => ({ Put: { TableName: tableName, Item, ConditionExpression: conditions.absent } });
     try {
       const writes = [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))];
       await write(doc, writes, claim?.({ run, budget }));

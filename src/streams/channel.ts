@@ -18,6 +18,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private done = false;
   private failure: unknown;
   private wasFull = false;
+  private ending = false;
 
   constructor(private readonly options: ChannelOptions) {}
 
@@ -40,6 +41,13 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     return true;
   }
 
+  /** Ends the stream: the consumer gets what is queued, then done (server shutdown). */
+  end() {
+    if (this.done) return;
+    if (this.queue.length === 0) return this.close();
+    this.ending = true;
+  }
+
   /** Ends the stream with an error for the consumer. */
   fail(err: unknown) {
     if (this.done) return;
@@ -55,6 +63,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   next(): Promise<IteratorResult<T>> {
     const item = this.queue.shift();
     if (item !== undefined) {
+      if (this.ending && this.queue.length === 0) queueMicrotask(() => this.close());
       if (this.wasFull && this.queue.length === 0) {
         this.wasFull = false;
         this.options.onDrained?.();

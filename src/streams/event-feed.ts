@@ -4,10 +4,10 @@
  * Live events arrive from the stream poller and this server's fast path, in any order and
  * possibly twice. The feed keeps `next`, the next seq to hand out; an event below it is a
  * duplicate, an event above it waits in `pending` while the hole before it is filled from
- * the table (a consistent read). Seqs written through the API are contiguous (seq N is
- * only written once N - 1 exists), so once an event is seen, one read finds every event
- * before it; only a writer that bypasses the API can leave a real gap, which the feed then
- * steps over.
+ * the table (a consistent read). The API writes seq N only once N - 1 exists, so once an
+ * event is seen, one read finds every event before it. A writer that bypasses the API may
+ * write out of order: a hole is then waited for (up to `gapWaitMs`, re-reading the table)
+ * before the feed steps over it, so a late seq is still handed out in its place.
  */
 import type { RunEvent } from '../domain/run.ts';
 import type { EventStore } from '../store/events.ts';
@@ -25,28 +25,32 @@ export interface EventFeedOptions {
   types?: readonly string[];
   /** How long a hole may stay open before the table is asked (events racing each other usually close it). */
   holeGraceMs?: number;
+  /** How long a hole the table cannot fill is waited for before it is stepped over. */
+  gapWaitMs?: number;
   /** Events queued for a slow consumer before the feed stops queueing and refills from the table later. */
   capacity?: number;
   onError?: (err: unknown) => void;
 }
 
 const PAGE = 500;
+/** How often a hole the table cannot fill yet is looked at again. */
+const GAP_RECHECK_MS = 50;
 
 export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunEvent> {
-  const { hub, events, tenant, runId, types, holeGraceMs = 20, capacity = 1000 } = options;
+  const { hub, events, tenant, runId, types, holeGraceMs = 20, gapWaitMs = 1000, capacity = 1000 } = options;
   const wanted = types?.length ? new Set(types) : undefined;
 
   /** The next seq to hand out; undefined until the starting point is known. */
   let next: number | undefined;
-  /** Live events ahead of `next`, with the fill generation they arrived in. */
-  const pending = new Map<number, { event: RunEvent; generation: number }>();
-  /** Fills so far: an event seen before fill N started is covered by fill N's read. */
-  let generation = 0;
+  /** Live events ahead of `next`. */
+  const pending = new Map<number, RunEvent>();
+  /** When the hole at `next` was first seen (undefined: no hole). */
+  let holeSince: number | undefined;
   /** The consumer fell behind: stop queueing, refill from the table once it catches up. */
   let lagging = false;
   let filling: Promise<void> | undefined;
   let fillAgain = false;
-  let holeTimer: NodeJS.Timeout | undefined;
+  let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
   const out = new Channel<RunEvent>({
@@ -57,7 +61,7 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunE
     },
     onClose: () => {
       closed = true;
-      clearTimeout(holeTimer);
+      clearTimeout(timer);
       unsubscribe();
     },
   });
@@ -65,6 +69,7 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunE
   /** Hands out the event at `next`. */
   const deliver = (event: RunEvent) => {
     next = event.seq + 1;
+    holeSince = undefined;
     if (wanted && !wanted.has(event.type)) return;
     if (!out.push(event)) {
       // Full: everything from here on is in the table; fetch it when the consumer drains.
@@ -74,19 +79,33 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunE
     }
   };
 
+  /** Looks at the table again after `ms` (one timer at a time). */
+  const later = (ms: number) => {
+    if (timer || closed) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      fill();
+    }, ms);
+  };
+
   const flush = () => {
     if (next === undefined || closed) return;
     for (const seq of pending.keys()) if (seq < next) pending.delete(seq);
-    for (let entry = pending.get(next); entry && !lagging; entry = pending.get(next)) {
-      pending.delete(entry.event.seq);
-      deliver(entry.event);
+    for (let event = pending.get(next); event && !lagging; event = pending.get(next)) {
+      pending.delete(event.seq);
+      deliver(event);
     }
-    if (pending.size > 0 && !lagging && !holeTimer && !filling) {
-      holeTimer = setTimeout(() => {
-        holeTimer = undefined;
-        fill();
-      }, holeGraceMs);
-    }
+    if (pending.size > 0 && !lagging && !filling) later(holeGraceMs);
+  };
+
+  /** A hole at `next` with `beyond` the first seq known after it: wait for it, or step over once waited long enough. */
+  const hole = (beyond: number) => {
+    const now = Date.now();
+    holeSince ??= now;
+    if (now - holeSince < gapWaitMs) return false;
+    next = beyond;
+    holeSince = undefined;
+    return true;
   };
 
   /** Reads the table from `next` on, and hands out what it finds; one fill at a time. */
@@ -110,38 +129,44 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<RunE
       }
     })().finally(() => {
       filling = undefined;
-      if (pending.size > 0) flush();
+      if (closed || lagging) return;
+      if (fillAgain) fill();
+      else flush();
     });
   }
 
   async function fillOnce() {
     do {
       fillAgain = false;
-      const startedAt = ++generation;
-      for (;;) {
+      let waiting = false;
+      pages: for (;;) {
         if (closed || lagging || next === undefined) return;
         const page = await events.page({ tenant, runId, after: next - 1, limit: PAGE, consistent: true });
         for (const event of page.events) {
           if (lagging || closed) return;
-          if (event.seq >= next) deliver(event);
+          if (event.seq < next) continue;
+          if (event.seq > next && !hole(event.seq)) {
+            waiting = true;
+            break pages;
+          }
+          deliver(event);
         }
         if (!page.more) break;
       }
-      // Events seen before this fill began, with seqs still missing before them, sit
-      // behind a real gap in the table (a direct writer skipped seqs): step over it.
-      const covered = [...pending.values()].filter((p) => p.generation < startedAt).map((p) => p.event.seq);
-      if (covered.length > 0 && next !== undefined && Math.min(...covered) > next) next = Math.min(...covered);
+      // Seen live but not (any more) in the table, behind a hole: the same wait, then step over.
+      const known = Math.min(...pending.keys());
+      if (!waiting && next !== undefined && pending.size > 0 && known > next && !hole(known)) waiting = true;
+      if (waiting) later(GAP_RECHECK_MS);
       flush();
     } while (fillAgain && !closed);
   }
 
   const unsubscribe = hub.subscribe(topics.events(tenant, runId), {
     change(change) {
-      if (change.kind !== 'event' || closed) return;
+      if (change.kind !== 'event' || closed || lagging) return;
       const { event } = change;
       if (next !== undefined && event.seq < next) return;
-      if (lagging) return;
-      pending.set(event.seq, { event, generation });
+      pending.set(event.seq, event);
       if (pending.size > capacity * 10) {
         // Far behind a hole: the table has all of these; drop them and read it instead.
         pending.clear();

@@ -13,12 +13,23 @@ export interface Listener {
 export class Hub {
   private readonly listeners = new Map<string, Set<Listener>>();
 
+  /** @param onError where a listener's failure goes: it never reaches the publisher or the other listeners */
+  constructor(private readonly onError: (err: unknown) => void = (err) => console.error('runplane: a subscriber failed:', err)) {}
+
   publish(change: Change) {
-    for (const listener of this.listeners.get(topicOf(change)) ?? []) listener.change(change);
+    for (const listener of this.listeners.get(topicOf(change)) ?? []) this.call(() => listener.change(change));
   }
 
   resync() {
-    for (const set of this.listeners.values()) for (const listener of set) listener.resync();
+    for (const set of this.listeners.values()) for (const listener of set) this.call(() => listener.resync());
+  }
+
+  private call(notify: () => void) {
+    try {
+      notify();
+    } catch (err) {
+      this.onError(err);
+    }
   }
 
   /** @returns the unsubscribe function */

@@ -4,6 +4,7 @@ import type { Clients } from '../table/client.ts';
 import { decodeRecord } from './changes.ts';
 import { eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
+import { lazily } from './lazy.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { leaseFeed, runFeed } from './state-feeds.ts';
 
@@ -18,8 +19,14 @@ export interface LiveOptions {
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
 export async function startLive({ clients, tableName, stores, poll, log }: LiveOptions) {
-  const hub = new Hub();
   const onError = (err: unknown) => log?.(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
+  const hub = new Hub(onError);
+  /** Open subscriptions, to end them on shutdown. */
+  const open = new Set<AsyncIterableIterator<unknown>>();
+  const track = (source: AsyncIterableIterator<unknown>) => {
+    open.add(source);
+    return () => open.delete(source);
+  };
   const poller = new StreamPoller({
     streams: clients.pollerStreams,
     dynamo: clients.dynamo,
@@ -49,10 +56,19 @@ export async function startLive({ clients, tableName, stores, poll, log }: LiveO
   return {
     hub,
     poller,
+    /** Subscriptions being served now. */
+    get openSubscriptions() {
+      return open.size;
+    },
     runEvents: (tenant: string, runId: string, afterSeq?: number, types?: readonly string[]) =>
-      eventFeed({ hub, events: stores.events, tenant, runId, afterSeq, types, onError }),
-    runChanged: (tenant: string, runId: string) => runFeed(deps, tenant, runId),
-    leaseChanged: (tenant: string, unitId: string) => leaseFeed(deps, tenant, unitId),
+      lazily(() => eventFeed({ hub, events: stores.events, tenant, runId, afterSeq, types, onError }), track),
+    runChanged: (tenant: string, runId: string) => lazily(() => runFeed(deps, tenant, runId), track),
+    leaseChanged: (tenant: string, unitId: string) => lazily(() => leaseFeed(deps, tenant, unitId), track),
+    /** Completes every open subscription (its client gets what is queued, then the end). */
+    endSubscriptions() {
+      for (const source of open) (source as { end?: () => void }).end?.();
+      open.clear();
+    },
     stop: () => poller.stop(),
   };
 }

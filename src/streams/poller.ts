@@ -44,6 +44,15 @@ interface ShardReader {
   /** GetRecords calls started, and the last one that came back with less than a full page. */
   calls: number;
   lastQuietCall: number;
+  /** When the last GetRecords started (kept across read loops: the 5-a-second limit is per shard). */
+  lastCall: number;
+  /** Failures in a row, also across read loops (back-off grows until a call succeeds). */
+  failures: number;
+  /**
+   * The iterator was lost before any record was read, so it re-opens at LATEST: whatever was
+   * written in between is only in the table. Consumers are told to fill from it once re-opened.
+   */
+  resyncOnOpen?: boolean;
   parentId?: string;
   state: 'waiting' | 'reading' | 'drained';
   iterator?: string;
@@ -184,6 +193,8 @@ export class StreamPoller {
           id,
           calls: 0,
           lastQuietCall: 0,
+          lastCall: 0,
+          failures: 0,
           parentId: shard.ParentShardId,
           state: initial ? (closed ? 'drained' : 'reading') : 'waiting',
           start: initial ? 'LATEST' : 'TRIM_HORIZON',
@@ -220,20 +231,24 @@ export class StreamPoller {
 
   private async readLoop(shard: ShardReader) {
     let interval = this.minIntervalMs;
-    let failures = 0;
-    let lastCall = 0;
     while (!this.stopped && this.shards.get(shard.id) === shard && shard.state === 'reading') {
-      await this.sleep(lastCall + interval - Date.now());
+      await this.sleep(shard.lastCall + interval - Date.now());
       if (this.stopped) return;
       try {
-        shard.iterator ??= await this.openIterator(shard);
-        lastCall = Date.now();
+        if (!shard.iterator) {
+          shard.iterator = await this.openIterator(shard);
+          if (shard.resyncOnOpen) {
+            shard.resyncOnOpen = false;
+            this.options.onLost(`the position in ${shard.id} was lost before its first record; re-opened at the latest record`);
+          }
+        }
+        shard.lastCall = Date.now();
         this.getRecordsCalls++;
         const call = ++shard.calls;
         const page = await this.options.streams.send(new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: PAGE }), {
           abortSignal: this.abort.signal,
         });
-        failures = 0;
+        shard.failures = 0;
         const records = page.Records ?? [];
         if (records.length > 0) {
           shard.lastSeq = records.at(-1)?.dynamodb?.SequenceNumber;
@@ -261,9 +276,13 @@ export class StreamPoller {
         if (this.stopped) return;
         const name = (err as Error).name;
         this.failures[name] = (this.failures[name] ?? 0) + 1;
-        if (name === 'ExpiredIteratorException') {
+        const lostWithoutPosition = () => {
           shard.iterator = undefined;
-          if (!shard.lastSeq && shard.start === 'LATEST') this.options.onLost(`iterator of ${shard.id} expired before its first record`);
+          if (!shard.lastSeq && shard.start === 'LATEST') shard.resyncOnOpen = true;
+        };
+        if (name === 'ExpiredIteratorException') {
+          // Re-opened after the last record handed on: nothing is missed.
+          lostWithoutPosition();
           continue;
         }
         if (name === 'TrimmedDataAccessException') {
@@ -275,8 +294,9 @@ export class StreamPoller {
         }
         if (name === 'ResourceNotFoundException') {
           // Rediscover: a shard still listed is read on from where it was; a new stream starts over.
-          shard.iterator = undefined;
-          this.options.onLost(`shard ${shard.id} or its stream was not found`);
+          // Backed off like any failure, so a shard that keeps vanishing cannot make us spin.
+          lostWithoutPosition();
+          await this.sleep(this.backoff(++shard.failures));
           // After this loop has ended, so that discovery can start the shard's next one.
           setImmediate(() => void this.discover());
           return;
@@ -288,9 +308,9 @@ export class StreamPoller {
           this.options.onLost(`position in ${shard.id} was refused: ${(err as Error).message}`);
           continue;
         }
-        failures++;
+        shard.failures++;
         if (!THROTTLED.has(name)) this.options.log?.(`GetRecords on ${shard.id} failed (${describe(err)}); backing off`);
-        await this.sleep(this.backoff(failures));
+        await this.sleep(this.backoff(shard.failures));
       }
     }
   }

@@ -3,6 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
+import { type Answer, inProcessHandler } from './in-process.ts';
 
 export interface DynamoConnection {
   /** Endpoint URL; absent for AWS's own endpoints (region and credentials from the SDK's default chain). */
@@ -12,6 +13,8 @@ export interface DynamoConnection {
   /** Static credentials for a local endpoint, which accepts any. */
   credentials?: { accessKeyId: string; secretAccessKey: string };
   maxAttempts?: number;
+  /** The embedded engine of this process: requests go to it directly instead of over HTTP. */
+  inProcess?: Answer;
 }
 
 /** JSON payloads may hold numbers beyond 2^53: read them as doubles, as JSON does, instead of failing. */
@@ -23,7 +26,7 @@ export function createClients(connection: DynamoConnection) {
     credentials: connection.credentials,
     maxAttempts: connection.maxAttempts ?? 3,
     // A vanished endpoint must fail a request in bounded time, not hang it.
-    requestHandler: { connectionTimeout: 3_000, requestTimeout: 10_000 },
+    requestHandler: connection.inProcess ? inProcessHandler(connection.inProcess) : { connectionTimeout: 3_000, requestTimeout: 10_000 },
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
   const doc = DynamoDBDocumentClient.from(dynamo, {

@@ -79,7 +79,7 @@ describe('finished runs expire', () => {
     expect(Items.every((item) => item.expiresAt === Items[0]?.expiresAt)).toBe(true);
   });
 
-  test('a finished run past its retention, not yet deleted, counts as absent: not read, not listed, its id free again', async () => {
+  test('a finished run past its retention, not yet deleted, counts as absent: not read, not listed, not appended to', async () => {
     const run = await createRun();
     await transition({ runId: run.id, from: 'RUNNING', to: 'FAILED' });
     const past = Math.floor(Date.now() / 1000) - 60;
@@ -98,8 +98,10 @@ describe('finished runs expire', () => {
       (e: { node: { id: string } }) => e.node.id,
     );
     expect(listed).not.toContain(run.id);
-    const again = await createRun({ id: run.id });
-    expect(again).toMatchObject({ __typename: 'Run', id: run.id, status: 'RUNNING' });
+    const append = await api.gql(`mutation { appendEvent(input: { runId: "${run.id}", type: "late" }) { __typename } }`);
+    expect(append.data.appendEvent.__typename).toBe('RunNotFound');
+    // Its id stays taken until DynamoDB has deleted its rows: a new run must not see the old events.
+    expect((await createRun({ id: run.id })).__typename).toBe('RunAlreadyExists');
   });
 });
 

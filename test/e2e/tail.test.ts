@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { ownEngine } from '../support/engine.ts';
 import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -58,7 +59,7 @@ test('npm run tail prints a run from the start, then live, and resumes exactly a
       '#4 after.restart',
       '#5 after.restart',
     ]);
-    expect(out.err).toMatch(/connection lost .* resuming after seq 3/);
+    expect(out.err).toMatch(/interrupted .* resuming after seq 3/);
   } finally {
     child.kill('SIGINT');
     await exited;
@@ -70,4 +71,30 @@ test('an unknown run ends npm run tail with a message and exit code 1', async ()
   const { out, exited } = tail([uniqueName('absent'), '--url', api.url]);
   expect(await exited).toBe(1);
   expect(out.err).toMatch(/does not exist/);
+});
+
+test('npm run tail rides out a moment when the table cannot be read', async () => {
+  const { engine } = await ownEngine();
+  const api = await startTestServer({ endpoint: engine.endpoint, stopAfterAll: false });
+  const runId = uniqueName('run');
+  try {
+    await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+      input: { id: runId, task: 't', budgetCap: 1 },
+    });
+    await api.gql(APPEND, { input: { runId, type: 'before' } });
+    // The subscription's first reads fail: tail must resume, not give up.
+    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', times: 4 });
+    const { child, out, exited } = tail([runId, '--from-start', '--url', api.url]);
+    try {
+      await waitFor(() => out.lines.length >= 1, { timeoutMs: 20_000, what: 'the event after the outage' });
+      expect(out.lines[0]).toMatch(/^#1 .* before$/);
+      expect(out.err).toMatch(/interrupted/);
+    } finally {
+      child.kill('SIGINT');
+      await exited;
+    }
+  } finally {
+    await api.server.stop();
+    await engine.close();
+  }
 });

@@ -29,6 +29,7 @@ const nasty = fc.constantFrom(
   '\u202eevil',
   '\ud800',
   '../../etc/passwd',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a log4shell-style string, on purpose
   '${jndi:ldap://x}',
   "'; DROP TABLE runs; --",
   'x'.repeat(129),

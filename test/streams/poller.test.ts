@@ -128,6 +128,19 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
     expect(poller.failures.ResourceNotFoundException).toBe(1);
   });
 
+  test('a shard that keeps answering ResourceNotFound is backed off from, not hammered', async () => {
+    const { writeRange, receivedExactly, poller } = await setUp();
+    const before = poller.getRecordsCalls;
+    const started = performance.now();
+    const vanished = engine.faults.inject({ operations: ['GetRecords'], error: 'ResourceNotFoundException' });
+    await waitFor(() => (poller.failures.ResourceNotFoundException ?? 0) >= 3, { timeoutMs: 10_000, what: 'a few refusals' });
+    vanished.remove();
+    const seconds = (performance.now() - started) / 1000;
+    expect(poller.getRecordsCalls - before).toBeLessThanOrEqual(Math.ceil(seconds * 5) + 1);
+    await writeRange(1, 3);
+    await receivedExactly(3);
+  });
+
   test("the table's stream replaced by a new one: follows the new stream", async () => {
     const { api, writeRange, receivedExactly } = await setUp();
     await writeRange(1, 2);

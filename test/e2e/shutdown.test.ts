@@ -1,0 +1,98 @@
+/**
+ * SIGTERM with open subscriptions (WebSocket and SSE) and appends in flight: the server
+ * completes the subscriptions, finishes the appends it acknowledged, exits 0, and after a
+ * restart every acknowledged append is there.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
+import { waitFor } from '../support/wait.ts';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'runplane-shutdown-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+function start() {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, PORT: '0', RUNPLANE_DATA_DIR: dataDir, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, exited, output: () => output };
+}
+
+async function gql(url: string, query: string) {
+  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
+  return (await response.json()) as { data?: Record<string, { __typename: string; seq?: number }>; errors?: unknown[] };
+}
+
+test('SIGTERM completes open subscriptions, loses no acknowledged append, and exits 0', async () => {
+  const first = start();
+  let url = '';
+  const acknowledged: number[] = [];
+  try {
+    await waitFor(() => /Runplane is up: (\S+)/.test(first.output()), { timeoutMs: 30_000, what: 'the server' });
+    url = /Runplane is up: (\S+)/.exec(first.output())?.[1] as string;
+    await gql(url, 'mutation { createRun(input: { id: "kept", task: "t", budgetCap: 1 }) { __typename } }');
+    const ws = wsClient(url);
+    const overWs = subscribeWs<{ seq: number }>(ws, 'subscription { runEvents(runId: "kept", afterSeq: 0) { seq } }', {}, 'runEvents');
+    const overSse = subscribeSse<{ seq: number }>(url, 'subscription { runEvents(runId: "kept", afterSeq: 0) { seq } }', {}, 'runEvents');
+    await gql(url, 'mutation { appendEvent(input: { runId: "kept", type: "first" }) { __typename } }');
+    acknowledged.push(1);
+    await overWs.until(1);
+    await overSse.until(1);
+
+    // Appends keep coming while the server is told to stop.
+    let stopping = false;
+    const writers = Array.from({ length: 4 }, async () => {
+      while (!stopping) {
+        const result = await gql(
+          url,
+          'mutation { appendEvent(input: { runId: "kept", type: "in.flight" }) { __typename ... on Event { seq } } }',
+        ).catch(() => undefined);
+        const seq = result?.data?.appendEvent?.seq;
+        if (seq) acknowledged.push(seq);
+        else return;
+      }
+    });
+    await waitFor(() => acknowledged.length >= 10, { what: 'appends to be flowing' });
+    first.child.kill('SIGTERM');
+    stopping = true;
+    expect(await first.exited).toBe(0);
+    await Promise.all(writers);
+    // Both subscriptions were completed by the server, not cut.
+    await waitFor(() => overSse.completed, { what: 'the SSE subscription to complete' });
+    await waitFor(() => overWs.completed || overWs.errors.length > 0, { what: 'the WebSocket subscription to end' });
+    await ws.dispose();
+  } finally {
+    first.child.kill('SIGKILL');
+  }
+
+  const second = start();
+  try {
+    await waitFor(() => /Runplane is up: (\S+)/.test(second.output()), { timeoutMs: 30_000, what: 'the restarted server' });
+    url = /Runplane is up: (\S+)/.exec(second.output())?.[1] as string;
+    const read = (await (
+      await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ run(id: "kept", consistent: true) { lastSeq events(first: 500) { edges { node { seq } } } } }' }),
+      })
+    ).json()) as { data: { run: { lastSeq: number; events: { edges: { node: { seq: number } }[] } } } };
+    const stored = read.data.run.events.edges.map((e) => e.node.seq);
+    for (const seq of acknowledged) expect(stored).toContain(seq);
+    expect(stored).toEqual(Array.from({ length: stored.length }, (_, i) => i + 1));
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  } finally {
+    second.child.kill('SIGKILL');
+  }
+});

@@ -1,0 +1,129 @@
+/** The ordered event feed on its own, over a real table: slow consumers, out-of-order writers, real gaps. */
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, test } from 'vitest';
+import type { RunEvent } from '../../src/domain/run.ts';
+import { topics } from '../../src/streams/changes.ts';
+import { eventFeed } from '../../src/streams/event-feed.ts';
+import { Hub } from '../../src/streams/hub.ts';
+import { uniqueName } from '../support/aws.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer();
+});
+
+async function newRun() {
+  const id = uniqueName('run');
+  await api.gql(`mutation { createRun(input: { id: "${id}", task: "t", budgetCap: 1 }) { __typename } }`);
+  return id;
+}
+/** An event row written straight into the table, as a writer that bypasses the API would. */
+const write = (runId: string, seq: number) =>
+  api.server.clients.doc.send(
+    new PutCommand({
+      TableName: api.table,
+      Item: { pk: `default#run#${runId}`, sk: `evt#${String(seq).padStart(10, '0')}`, seq, type: 'direct' },
+    }),
+  );
+/** Pulls everything the feed gives until `count`, slowly if asked. */
+async function take(feed: AsyncIterableIterator<RunEvent>, count: number, delayMs = 0) {
+  const got: number[] = [];
+  const deadline = Date.now() + 20_000;
+  while (got.length < count && Date.now() < deadline) {
+    const next = await Promise.race([feed.next(), new Promise<undefined>((resolve) => setTimeout(resolve, 5_000))]);
+    if (!next || next.done) break;
+    got.push(next.value.seq);
+    if (delayMs) await new Promise((resolve) => setTimeout(resolve, delayMs));
+  }
+  await feed.return?.();
+  return got;
+}
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+describe('the event feed', () => {
+  test('a consumer slower than its queue gets every event, in order, however small the queue', async () => {
+    for (const capacity of [1, 2, 3]) {
+      const runId = await newRun();
+      for (let i = 1; i <= 10; i++) await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "x" }) { __typename } }`);
+      const feed = eventFeed({
+        hub: api.server.live.hub,
+        events: api.server.stores.events,
+        tenant: 'default',
+        runId,
+        afterSeq: 0,
+        capacity,
+      });
+      expect(await take(feed, 10, 2)).toEqual(range(1, 10));
+    }
+  });
+
+  test('a writer that bypasses the API and writes out of order: the late seq is still handed out in its place', async () => {
+    const runId = await newRun();
+    const feed = eventFeed({ hub: api.server.live.hub, events: api.server.stores.events, tenant: 'default', runId, afterSeq: 0 });
+    const got = take(feed, 4);
+    await write(runId, 1);
+    await write(runId, 3);
+    await write(runId, 4);
+    // seq 2 lands a moment later, well inside the wait for a hole.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await write(runId, 2);
+    expect(await got).toEqual([1, 2, 3, 4]);
+  });
+
+  test('a real gap (a seq never written) is stepped over after the wait, and nothing after it is lost', async () => {
+    const runId = await newRun();
+    const feed = eventFeed({
+      hub: api.server.live.hub,
+      events: api.server.stores.events,
+      tenant: 'default',
+      runId,
+      afterSeq: 0,
+      gapWaitMs: 200,
+    });
+    const got = take(feed, 3);
+    await write(runId, 1);
+    await write(runId, 3);
+    await write(runId, 4);
+    expect(await got).toEqual([1, 3, 4]);
+  });
+
+  test('a subscriber that throws does not keep the others from their changes, nor fail the publisher', async () => {
+    const errors: unknown[] = [];
+    const hub = new Hub((err) => errors.push(err));
+    const seen: number[] = [];
+    const topic = topics.events('default', 'r');
+    hub.subscribe(topic, {
+      change: () => {
+        throw new Error('broken subscriber');
+      },
+      resync: () => {},
+    });
+    hub.subscribe(topic, { change: (change) => change.kind === 'event' && seen.push(change.event.seq), resync: () => {} });
+    const event: RunEvent = { runId: 'r', seq: 7, type: 'x', payload: null, createdAt: new Date() };
+    expect(() => hub.publish({ kind: 'event', tenant: 'default', runId: 'r', event })).not.toThrow();
+    expect(seen).toEqual([7]);
+    expect(errors).toHaveLength(1);
+  });
+});
+
+describe('subscriptions and their clients', () => {
+  test('an SSE request dropped while its subscription starts leaves no listener behind', async () => {
+    const runId = await newRun();
+    const before = api.server.live.hub.subscriberCount;
+    for (let i = 0; i < 20; i++) {
+      const abort = new AbortController();
+      const request = fetch(api.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ query: `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq } }` }),
+        signal: abort.signal,
+      }).catch(() => undefined);
+      setTimeout(() => abort.abort(), i % 4);
+      await request;
+    }
+    await waitFor(() => api.server.live.hub.subscriberCount === before, { what: 'every listener to be gone' });
+    expect(api.server.live.openSubscriptions).toBe(0);
+  });
+});
