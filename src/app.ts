@@ -2,14 +2,16 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { type execute, GraphQLError, type GraphQLSchema, type subscribe } from 'graphql';
+import { type execute, GraphQLError, type GraphQLSchema } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { createYoga } from 'graphql-yoga';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import { type ApiKeys, bearer, type Principal } from './auth.ts';
 import { maskError } from './client-errors.ts';
 import type { Context } from './context.ts';
 import { guards } from './guards.ts';
+import { sharedDelivery } from './shared-delivery.ts';
+import { subscribeOverSocket } from './ws-delivery.ts';
 
 export interface AppDeps {
   schema: GraphQLSchema;
@@ -23,6 +25,8 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** Where unexpected errors go in full; clients only see a masked message. */
   logError?: (error: unknown) => void;
+  /** The text served at GET /metrics (Prometheus format); absent: no /metrics. */
+  metrics?: () => string;
 }
 
 export interface App {
@@ -52,6 +56,7 @@ export function buildApp(deps: AppDeps): App {
     return principal;
   };
 
+  const mask = maskError(logError);
   const yoga = createYoga<object, Context>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -61,10 +66,10 @@ export function buildApp(deps: AppDeps): App {
     renderGraphiQL,
     landingPage: false,
     // Never stack traces or DynamoDB internals to clients, whatever NODE_ENV says.
-    maskedErrors: { maskError: maskError(logError), isDev: false },
+    maskedErrors: { maskError: mask, isDev: false },
     // One operation per request: a batch would multiply every limit below.
     batching: false,
-    plugins: guards({ introspection: deps.introspection, fieldSuggestions: deps.fieldSuggestions }),
+    plugins: [...guards({ introspection: deps.introspection, fieldSuggestions: deps.fieldSuggestions }), sharedDelivery],
     logging: false,
   });
 
@@ -80,6 +85,11 @@ export function buildApp(deps: AppDeps): App {
     if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
       return refuse(411, 'Send the request body with a Content-Length');
     }
+    if (deps.metrics && req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(deps.metrics());
+      return;
+    }
     void yoga(req, res);
   });
 
@@ -90,8 +100,11 @@ export function buildApp(deps: AppDeps): App {
       // A bad or missing key closes the socket with 4403 Forbidden at connection_init.
       onConnect: (ctx) => apiKeys.authenticate(socketKey(ctx.connectionParams)) !== undefined,
       execute: (args) => (args.rootValue as { execute: typeof execute }).execute(args),
-      subscribe: (args) => (args.rootValue as { subscribe: typeof subscribe }).subscribe(args),
-      onSubscribe: async (ctx, _id, payload) => {
+      subscribe: (args) => {
+        const { socket, id } = args.rootValue as { socket: WebSocket; id: string };
+        return subscribeOverSocket(args, socket, id, mask);
+      },
+      onSubscribe: async (ctx, id, payload) => {
         const enveloped = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
@@ -123,7 +136,7 @@ export function buildApp(deps: AppDeps): App {
           document,
           variableValues: payload.variables,
           contextValue,
-          rootValue: { execute: enveloped.execute, subscribe: enveloped.subscribe },
+          rootValue: { execute: enveloped.execute, socket: ctx.extra.socket, id },
         };
       },
     },

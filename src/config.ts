@@ -79,6 +79,7 @@ const env = z.object({
   RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
   RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
   RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_GROUP_COMMIT: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
 });
 
 export interface Config {
@@ -109,6 +110,8 @@ export interface Config {
   readonly production: boolean;
   readonly auth: { readonly inline?: string; readonly file?: string };
   readonly maxBodyBytes: number;
+  /** Write concurrent appends to one run together, in one transaction. */
+  readonly groupCommit: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -164,5 +167,6 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },
     // Room for the largest payload, JSON-escaped, and the query around it.
     maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
+    groupCommit: on(e.RUNPLANE_GROUP_COMMIT, true),
   };
 }

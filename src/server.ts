@@ -5,6 +5,7 @@ import { createApiKeys, type Principal } from './auth.ts';
 import type { Config } from './config.ts';
 import type { Context, Stores } from './context.ts';
 import { type Engine, startEngine } from './engine/index.ts';
+import { metricsOf } from './metrics.ts';
 import { schema } from './schema/index.ts';
 import { createBudgetStore } from './store/budgets.ts';
 import type { StoreDeps } from './store/deps.ts';
@@ -71,7 +72,13 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable });
-    const raw = createStores({ doc: clients.doc, tableName: config.table, now: () => new Date(), retention: config.retention });
+    const raw = createStores({
+      doc: clients.doc,
+      tableName: config.table,
+      now: () => new Date(),
+      retention: config.retention,
+      groupCommit: config.groupCommit,
+    });
     live = await startLive({ clients, tableName: config.table, stores: raw, poll: options.poll, log: options.log });
     const stores = withFastPath(raw, live.hub);
     const feeds = live;
@@ -85,6 +92,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       fieldSuggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
       logError: options.logError,
+      metrics: metricsOf(raw, live),
     });
     const url = await app.start(config.port, config.host);
     let stopping: Promise<void> | undefined;

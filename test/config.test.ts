@@ -37,6 +37,11 @@ describe('configuration from the environment', () => {
     expect(loadConfig({ RUNPLANE_CREATE_TABLE: 'false' }).dynamodb.createTable).toBe(false);
   });
 
+  test('group commit is on unless RUNPLANE_GROUP_COMMIT=false', () => {
+    expect(loadConfig({}).groupCommit).toBe(true);
+    expect(loadConfig({ RUNPLANE_GROUP_COMMIT: 'false' }).groupCommit).toBe(false);
+  });
+
   test('in memory on request; empty values count as unset', () => {
     expect(loadConfig({ RUNPLANE_IN_MEMORY: 'true', PORT: '' }).engine.dataDir).toBeUndefined();
     expect(loadConfig({ PORT: '' }).port).toBe(4000);
@@ -50,6 +55,7 @@ describe('configuration from the environment', () => {
     ['AWS_ENDPOINT_URL_DYNAMODB', 'not a url', /AWS_ENDPOINT_URL_DYNAMODB="not a url": must be a URL/],
     ['AWS_ENDPOINT_URL_DYNAMODB', 'ftp://x', /must be an http or https URL/],
     ['RUNPLANE_IN_MEMORY', 'yes', /RUNPLANE_IN_MEMORY="yes": must be true or false/],
+    ['RUNPLANE_GROUP_COMMIT', 'off', /RUNPLANE_GROUP_COMMIT="off": must be true or false/],
     ['RUNPLANE_MAX_PAYLOAD_BYTES', '500000', /RUNPLANE_MAX_PAYLOAD_BYTES="500000"/],
     ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
     ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": entry 1: a key must be at least 16 characters/],

@@ -1,7 +1,8 @@
 /**
  * Fault injection for tests. Nothing is injected unless a rule is added in code.
  * A rule matches operations by name; it fails a fraction of them (`probability`), or the
- * next `times` of them, with a DynamoDB error, and/or delays them by `latencyMs`.
+ * next `times` of them (after letting `skip` through), with a DynamoDB error, and/or delays
+ * them by `latencyMs`.
  */
 import { EngineError, errors } from './errors.ts';
 
@@ -41,6 +42,8 @@ export interface FaultRule {
   probability?: number;
   /** Affect only the next N matching calls (default: every one). */
   times?: number;
+  /** Let the first N matching calls through untouched (to fail a later step of a flow). */
+  skip?: number;
   /**
    * Fail after the operation was applied, as when a response is lost on the way back:
    * the write happened, the client sees an error (and the SDK may resend it).
@@ -56,7 +59,7 @@ export interface InjectedFault {
 }
 
 export class Faults {
-  private readonly rules = new Set<FaultRule & { hits: number }>();
+  private readonly rules = new Set<FaultRule & { hits: number; seen: number }>();
 
   constructor(private readonly random: () => number = Math.random) {}
 
@@ -66,7 +69,9 @@ export class Faults {
     if (rule.probability !== undefined && !(rule.probability >= 0 && rule.probability <= 1)) {
       throw new Error(`fault probability must be within 0..1, got ${rule.probability}`);
     }
-    const active = { ...rule, hits: 0 };
+    if (rule.skip !== undefined && !(Number.isInteger(rule.skip) && rule.skip >= 0))
+      throw new Error(`fault skip must be a whole number, got ${rule.skip}`);
+    const active = { ...rule, hits: 0, seen: 0 };
     this.rules.add(active);
     const remove = () => void this.rules.delete(active);
     return {
@@ -92,6 +97,7 @@ export class Faults {
     const fired: FaultRule[] = [];
     for (const rule of this.rules) {
       if (rule.operations !== '*' && !rule.operations.includes(operation)) continue;
+      if (++rule.seen <= (rule.skip ?? 0)) continue;
       if (this.random() >= (rule.probability ?? 1)) continue;
       rule.hits++;
       if (rule.times !== undefined && rule.hits >= rule.times) this.rules.delete(rule);

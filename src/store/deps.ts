@@ -7,6 +7,8 @@ export interface StoreDeps {
   /** The clock: lease expiry and timestamps (tests move it). */
   now: () => Date;
   retention: Retention;
+  /** Write concurrent appends to one run together (default on). */
+  groupCommit?: boolean;
 }
 
 /** How long rows stay before TTL removes them (reads treat them as absent from expiry on). */

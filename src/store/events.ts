@@ -12,6 +12,7 @@ import { conditions } from '../table/conditions.ts';
 import { eventSk, keys } from '../table/keys.ts';
 import { chargeRefusal, chargeUpdate } from './budgets.ts';
 import type { StoreDeps } from './deps.ts';
+import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from './write.ts';
 
@@ -51,7 +52,9 @@ const MAX_REMEMBERED_RUNS = 10_000;
 
 const isItemTooLarge = (err: unknown) => (err as Error)?.name === 'ValidationException' && /Item size/.test((err as Error).message);
 
-export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency: Idempotency) {
+export function createEventStore({ doc, tableName, now, groupCommit = true }: StoreDeps, idempotency: Idempotency) {
+  /** For /metrics: appends written, seqs found taken (conditional-check failures), batches of more than one. */
+  const counters = { appends: 0, conflicts: 0, batches: 0 };
   /** Runs known to exist, until when (re-checked after a while: a run expires eventually). */
   const knownRuns = new Map<string, number>();
   /** The last seq this process saw per run, and when (an old hint is not trusted). */
@@ -124,10 +127,52 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
     }
   }
 
+  /** Writes a batch of appends to one run at the next free seqs, all or none; on a collision, after the run's new end. */
+  async function commitBatch(tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> {
+    const runKey = `${tenant}\u0000${runId}`;
+    let next = (hint(runKey) ?? (await lastSeq(tenant, runId))) + 1;
+    for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
+      if (next + batch.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
+      const events = batch.map((w, i): RunEvent => ({ runId, seq: next + i, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+      let written: boolean;
+      if (events.length === 1) {
+        written = await put(tenant, events[0] as RunEvent, undefined);
+      } else {
+        try {
+          // Each seq is taken once: the batch lands whole, or not at all if any of its seqs is taken.
+          await write(
+            doc,
+            events.map((event) => ({
+              Put: { TableName: tableName, Item: eventItem(tenant, event, randomUUID()), ConditionExpression: conditions.absent },
+            })),
+          );
+          written = true;
+        } catch (err) {
+          if (!(err instanceof ConditionFailed)) throw err;
+          written = false;
+        }
+      }
+      if (written) {
+        counters.appends += events.length;
+        if (events.length > 1) counters.batches++;
+        remember(runKey, next + events.length - 1);
+        return events;
+      }
+      // Another process wrote some of these seqs: start again after the run's new end.
+      counters.conflicts++;
+      next = (await lastSeq(tenant, runId)) + 1;
+    }
+    throw new ContentionExceeded(runId);
+  }
+
+  const grouped = createGroupCommit(commitBatch, (err) => !(err instanceof ContentionExceeded));
+
   async function appendOnce({ tenant, runId, type, payload, seq, cost }: AppendEvent, claim?: (event: RunEvent) => TransactItem) {
     const runKey = `${tenant}\u0000${runId}`;
     await ensureRun(tenant, runId, runKey);
     const event = (at: number): RunEvent => ({ runId, seq: at, type, payload, createdAt: now() });
+    // Plain appends at the next seq are written in groups: no race for the same seq in this process.
+    if (groupCommit && seq === undefined && cost === undefined && !claim) return grouped.append(tenant, runId, type, payload, now());
 
     if (seq !== undefined) {
       // Seqs stay contiguous: seq may only follow the last one.
@@ -136,7 +181,11 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
         if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
       }
       const written = event(seq);
-      if (!(await put(tenant, written, cost, claim?.(written)))) throw new SequenceConflict(runId, seq, await lastSeq(tenant, runId));
+      if (!(await put(tenant, written, cost, claim?.(written)))) {
+        counters.conflicts++;
+        throw new SequenceConflict(runId, seq, await lastSeq(tenant, runId));
+      }
+      counters.appends++;
       remember(runKey, seq);
       return written;
     }
@@ -146,9 +195,11 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
       if (next > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const written = event(next);
       if (await put(tenant, written, cost, claim?.(written))) {
+        counters.appends++;
         remember(runKey, next);
         return written;
       }
+      counters.conflicts++;
       // Another writer took it: try the next one, and now and then re-read where the run is.
       next = attempt % 8 === 0 ? (await lastSeq(tenant, runId)) + 1 : next + 1;
     }
@@ -156,6 +207,7 @@ export function createEventStore({ doc, tableName, now }: StoreDeps, idempotency
   }
 
   return {
+    counters,
     lastSeq,
 
     /**

@@ -1,8 +1,10 @@
 /** The DynamoDB clients the stores and the stream poller use. */
+
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
+import type { HttpAuthScheme } from '@smithy/types';
 import { type Answer, inProcessHandler } from './in-process.ts';
 
 export interface DynamoConnection {
@@ -20,6 +22,12 @@ export interface DynamoConnection {
 /** JSON payloads may hold numbers beyond 2^53: read them as doubles, as JSON does, instead of failing. */
 export const unmarshallOptions: UnmarshallOptions = { wrapNumbers: (value: string) => Number(value) };
 
+const unsigned: HttpAuthScheme = {
+  schemeId: 'aws.auth#sigv4',
+  identityProvider: (config) => config.getIdentityProvider('aws.auth#sigv4'),
+  signer: { sign: async (request) => request },
+};
+
 export function createClients(connection: DynamoConnection) {
   const common = {
     region: connection.region,
@@ -27,6 +35,8 @@ export function createClients(connection: DynamoConnection) {
     maxAttempts: connection.maxAttempts ?? 3,
     // A vanished endpoint must fail a request in bounded time, not hang it.
     requestHandler: connection.inProcess ? inProcessHandler(connection.inProcess) : { connectionTimeout: 3_000, requestTimeout: 10_000 },
+    // A request that never leaves the process needs no SigV4 signature (an HMAC chain per request).
+    ...(connection.inProcess ? { httpAuthSchemes: [unsigned] } : {}),
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
   const doc = DynamoDBDocumentClient.from(dynamo, {

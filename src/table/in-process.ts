@@ -11,8 +11,10 @@ export function inProcessHandler(answer: Answer) {
   return {
     async handle(request: HttpRequest): Promise<{ response: HttpResponse }> {
       const header = (name: string) => Object.entries(request.headers).find(([key]) => key.toLowerCase() === name)?.[1] ?? '';
+      const bytes = request.body as Uint8Array | string | undefined;
+      // Buffer.from(bytes) would call the SDK body's valueOf (a string, with a warning): view the bytes instead.
       const body =
-        typeof request.body === 'string' ? request.body : request.body ? Buffer.from(request.body as Uint8Array).toString('utf8') : '';
+        typeof bytes === 'string' ? bytes : bytes ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8') : '';
       const result = await answer(header('x-amz-target'), body);
       return {
         response: {

@@ -125,6 +125,17 @@ describe.skipIf(onlyEmbedded)('fault injection', () => {
     expect(once.hits).toBe(1);
   });
 
+  test('`skip` lets the first calls through, then fails the ones after', async () => {
+    using later = setup.engine.faults.inject({ operations: ['GetItem'], error: 'InternalServerError', skip: 2, times: 1 });
+    const outcome = () =>
+      setup.client.send(new GetItemCommand({ TableName: table, Key: key('s') })).then(
+        () => 'ok',
+        (err: Error) => err.name,
+      );
+    expect([await outcome(), await outcome(), await outcome(), await outcome()]).toEqual(['ok', 'ok', 'InternalServerError', 'ok']);
+    expect(later.hits).toBe(1);
+  });
+
   test('a removed rule stops firing; bad rules are refused', async () => {
     const fault = setup.engine.faults.inject({ operations: ['GetItem'], error: 'InternalServerError' });
     fault.remove();
@@ -132,6 +143,7 @@ describe.skipIf(onlyEmbedded)('fault injection', () => {
     expect(fault.hits).toBe(0);
     expect(() => setup.engine.faults.inject({ operations: '*', error: 'Nope' as never })).toThrow(/unknown fault error/);
     expect(() => setup.engine.faults.inject({ operations: '*', probability: 2 })).toThrow(/probability/);
+    expect(() => setup.engine.faults.inject({ operations: '*', skip: -1 })).toThrow(/skip/);
   });
 });
 

@@ -1,0 +1,77 @@
+/**
+ * GET /metrics: this process's counters in Prometheus' text format. They hold no tenant
+ * data (totals only), so the endpoint needs no API key; keep it off the public edge all the same.
+ */
+import type { Stores } from './context.ts';
+import type { Live } from './streams/live.ts';
+
+interface Metric {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge';
+  samples: Array<[labels: Record<string, string> | undefined, value: number]>;
+}
+
+const escapeLabel = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+function render(metrics: Metric[]) {
+  const lines: string[] = [];
+  for (const { name, help, type, samples } of metrics) {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, value] of samples) {
+      const text = labels
+        ? `{${Object.entries(labels)
+            .map(([k, v]) => `${k}="${escapeLabel(v)}"`)
+            .join(',')}}`
+        : '';
+      lines.push(`${name}${text} ${value}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function metricsOf(stores: Pick<Stores, 'events'>, live: Pick<Live, 'openSubscriptions' | 'poller'>) {
+  return () => {
+    const { appends, conflicts, batches } = stores.events.counters;
+    const failures = Object.entries(live.poller.failures);
+    return render([
+      { name: 'runplane_event_appends_total', help: 'Events appended by this process.', type: 'counter', samples: [[undefined, appends]] },
+      {
+        name: 'runplane_event_append_conflicts_total',
+        help: 'Appends that found their seq taken (conditional-check failures) and tried again or were refused.',
+        type: 'counter',
+        samples: [[undefined, conflicts]],
+      },
+      {
+        name: 'runplane_event_group_commits_total',
+        help: 'Transactions that wrote more than one concurrent append to a run together.',
+        type: 'counter',
+        samples: [[undefined, batches]],
+      },
+      {
+        name: 'runplane_subscriptions_open',
+        help: 'Subscriptions being served now.',
+        type: 'gauge',
+        samples: [[undefined, live.openSubscriptions]],
+      },
+      {
+        name: 'runplane_stream_get_records_total',
+        help: 'GetRecords calls made by the stream poller.',
+        type: 'counter',
+        samples: [[undefined, live.poller.getRecordsCalls]],
+      },
+      {
+        name: 'runplane_stream_failures_total',
+        help: 'Stream poller failures, by error name.',
+        type: 'counter',
+        samples: failures.length > 0 ? failures.map(([error, n]) => [{ error }, n]) : [[undefined, 0]],
+      },
+      {
+        name: 'runplane_process_resident_memory_bytes',
+        help: 'Resident set size of the server process.',
+        type: 'gauge',
+        samples: [[undefined, process.memoryUsage.rss()]],
+      },
+    ]);
+  };
+}

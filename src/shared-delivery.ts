@@ -1,0 +1,86 @@
+/**
+ * One execution per event, however many subscribers: subscribers of one run are handed the
+ * same event object by the hub, and with the same document, variables and principal its
+ * result is the same, so it is computed once and handed to each of them. Without this, a
+ * thousand subscribers cost a thousand executions of every event.
+ */
+import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import type { Context } from './context.ts';
+
+type Result = ExecutionResult | Promise<ExecutionResult>;
+
+/** An id per parsed document (yoga's parser cache hands out one document per query text). */
+const documentIds = new WeakMap<DocumentNode, number>();
+let lastDocumentId = 0;
+const documentId = (document: DocumentNode) => {
+  let id = documentIds.get(document);
+  if (id === undefined) {
+    id = ++lastDocumentId;
+    documentIds.set(document, id);
+  }
+  return id;
+};
+
+/** Results by event, then by who asked how; dropped with the event. */
+const results = new WeakMap<object, Map<string, Result>>();
+
+/** Executes the operation for a payload, once per payload for everyone asking alike (same document, variables, principal). */
+export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Result {
+  const context = args.contextValue as Partial<Context>;
+  const key = `${documentId(args.document)}\u0000${args.operationName ?? ''}\u0000${context.tenant}\u0000${context.role}\u0000${JSON.stringify(args.variableValues ?? {})}`;
+  return (payload) => {
+    if (typeof payload !== 'object' || payload === null) return execute({ ...args, rootValue: payload });
+    let byKey = results.get(payload);
+    if (!byKey) {
+      byKey = new Map();
+      results.set(payload, byKey);
+    }
+    let result = byKey.get(key);
+    if (!result) {
+      result = execute({ ...args, rootValue: payload });
+      byKey.set(key, result);
+    }
+    return result;
+  };
+}
+
+/** Maps a source stream to results; return() goes straight to the source (so an idle feed closes at once). */
+function mapStream(source: AsyncIterator<unknown>, map: (payload: unknown) => Result): AsyncIterableIterator<ExecutionResult> {
+  const close = async () => {
+    await source.return?.();
+    return { done: true as const, value: undefined };
+  };
+  return {
+    async next() {
+      const item = await source.next();
+      if (item.done) return item;
+      try {
+        return { done: false, value: await map(item.value) };
+      } catch (err) {
+        await close();
+        throw err;
+      }
+    },
+    return: close,
+    async throw(err: unknown) {
+      await close();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+async function subscribeShared(args: ExecutionArgs) {
+  const stream = await createSourceEventStream(args);
+  if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
+  return mapStream(stream[Symbol.asyncIterator](), sharedExecution(args));
+}
+
+export const sharedDelivery: Plugin<Context> = {
+  onSubscribe({ setSubscribeFn }) {
+    setSubscribeFn(subscribeShared as never);
+  },
+};

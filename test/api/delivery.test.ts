@@ -1,0 +1,122 @@
+/**
+ * Subscription delivery: an event is executed and serialized once for subscribers asking
+ * alike, yet each subscriber gets exactly the shape it asked for, and failures reach
+ * clients masked, as every other error does.
+ */
+import type { Client } from 'graphql-ws';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { uniqueName } from '../support/aws.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
+
+let api: TestServer;
+let ws: Client;
+let engine: Awaited<ReturnType<typeof ownEngine>>['engine'];
+beforeAll(async () => {
+  if (onlyEmbedded) return;
+  ({ engine } = await ownEngine());
+  api = await startTestServer({ endpoint: engine.endpoint });
+  ws = wsClient(api.url);
+});
+afterAll(async () => {
+  await ws?.dispose();
+  await engine?.close();
+});
+
+async function newRun() {
+  const id = uniqueName('run');
+  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+    input: { id, task: 't', budgetCap: 10 },
+  });
+  return id;
+}
+const append = (runId: string, type: string, payload: unknown) =>
+  api.gql(`mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }`, { input: { runId, type, payload } });
+
+describe.skipIf(onlyEmbedded)('subscription delivery', () => {
+  test('subscribers of one run asking differently each get their own shape; those asking alike the same', async () => {
+    const runId = await newRun();
+    const narrow = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq } }',
+      { r: runId },
+      'runEvents',
+    );
+    const wide = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq type payload } }',
+      { r: runId },
+      'runEvents',
+    );
+    const wideToo = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq type payload } }',
+      { r: runId },
+      'runEvents',
+    );
+    const filtered = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!, $t: [String!]) { runEvents(runId: $r, afterSeq: 0, types: $t) { seq type } }',
+      { r: runId, t: ['b'] },
+      'runEvents',
+    );
+    const overSse = subscribeSse<Record<string, unknown>>(
+      api.url,
+      'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq type payload } }',
+      { r: runId },
+      'runEvents',
+    );
+    await append(runId, 'a', { n: 1 });
+    await append(runId, 'b', { n: 2 });
+    await append(runId, 'a', { n: 3 });
+    expect(await narrow.until(3)).toEqual([{ seq: 1 }, { seq: 2 }, { seq: 3 }]);
+    const full = [
+      { seq: 1, type: 'a', payload: { n: 1 } },
+      { seq: 2, type: 'b', payload: { n: 2 } },
+      { seq: 3, type: 'a', payload: { n: 3 } },
+    ];
+    expect(await wide.until(3)).toEqual(full);
+    expect(await wideToo.until(3)).toEqual(full);
+    expect(await overSse.until(3)).toEqual(full);
+    expect(await filtered.until(1)).toEqual([{ seq: 2, type: 'b' }]);
+    for (const sub of [narrow, wide, wideToo, filtered, overSse]) sub.stop();
+  });
+
+  test('DynamoDB failing while a subscriber catches up: a masked, retryable error, then the end', async () => {
+    const runId = await newRun();
+    await append(runId, 'a', null);
+    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError' });
+    const sub = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq } }',
+      { r: runId },
+      'runEvents',
+    );
+    const error = await sub.until(1).then(
+      () => undefined,
+      () => sub.errors[0] as { message: string; extensions?: Record<string, unknown> }[] | { message: string },
+    );
+    const first = (Array.isArray(error) ? error[0] : error) as { message: string; extensions?: Record<string, unknown> };
+    expect(first.message).toMatch(/DynamoDB could not be reached or failed; retry/);
+    expect(first.extensions).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    expect(JSON.stringify(error)).not.toMatch(/InternalServerError|stack/);
+  });
+
+  test('DynamoDB failing once a live subscription has started: a masked, retryable error, then the end', async () => {
+    const runId = await newRun();
+    // The run is found (first Query); finding where it ends, to go live from there, fails.
+    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', skip: 1 });
+    const sub = subscribeWs<Record<string, unknown>>(
+      ws,
+      'subscription($r: ID!) { runEvents(runId: $r) { seq } }',
+      { r: runId },
+      'runEvents',
+    );
+    await expect(sub.until(1)).rejects.toThrow(/subscription failed/);
+    const [error] = sub.errors as { message: string; extensions?: Record<string, unknown> }[][];
+    const first = (Array.isArray(error) ? error[0] : error) as { message: string; extensions?: Record<string, unknown> };
+    expect(first.message).toMatch(/DynamoDB could not be reached or failed; retry/);
+    expect(first.extensions).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * Group commit: concurrent appends to one run in one server are written together, with no
+ * seq collisions among themselves; replicas on the same table still meet by conditional failure.
+ */
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { InvalidInput } from '../../src/domain/errors.ts';
+import { createStores } from '../../src/server.ts';
+import { createGroupCommit } from '../../src/store/group-commit.ts';
+import { uniqueName } from '../support/aws.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
+
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer();
+});
+
+async function newRun(server: TestServer) {
+  const id = uniqueName('run');
+  const created = await server.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+    input: { id, task: 't', budgetCap: 1000 },
+  });
+  expect(created.data?.createRun.__typename, JSON.stringify(created)).toBe('Run');
+  return id;
+}
+
+/** The seqs stored for the run, read straight from the table. */
+async function storedSeqs(server: TestServer, runId: string) {
+  const { Items = [] } = await server.server.clients.doc.send(
+    new QueryCommand({
+      TableName: server.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
+      ExpressionAttributeValues: { ':pk': `default#run#${runId}`, ':evt': 'evt#' },
+      ConsistentRead: true,
+    }),
+  );
+  return Items.map((item) => Number(String(item.sk).slice(4))).sort((a, b) => a - b);
+}
+
+/** A counter from GET /metrics. */
+async function metric(server: TestServer, name: string) {
+  const text = await (await fetch(new URL('/metrics', server.url))).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  if (!line) throw new Error(`no ${name} in /metrics:\n${text}`);
+  return Number(line.split(' ')[1]);
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+async function appendConcurrently(server: TestServer, runId: string, n: number, tag = '') {
+  const results = await Promise.all(range(n).map((i) => server.gql(APPEND, { input: { runId, type: 'step', payload: { i, tag } } })));
+  for (const r of results) expect(r.data?.appendEvent.__typename, JSON.stringify(r)).toBe('Event');
+  return results.map((r) => r.data?.appendEvent.seq as number);
+}
+
+describe('group commit', () => {
+  test('64 concurrent appends to one run: seqs 1..64, written in batches, no collisions among them', async () => {
+    const runId = await newRun(api);
+    const before = {
+      conflicts: await metric(api, 'runplane_event_append_conflicts_total'),
+      batches: await metric(api, 'runplane_event_group_commits_total'),
+    };
+    const seqs = await appendConcurrently(api, runId, 64);
+    expect([...seqs].sort((a, b) => a - b)).toEqual(range(64));
+    expect(await storedSeqs(api, runId)).toEqual(range(64));
+    expect(await metric(api, 'runplane_event_append_conflicts_total')).toBe(before.conflicts);
+    expect(await metric(api, 'runplane_event_group_commits_total')).toBeGreaterThan(before.batches);
+  });
+
+  test('each append gets its own event back, in the order its batch wrote them', async () => {
+    const runId = await newRun(api);
+    const results = await Promise.all(
+      range(20).map((i) =>
+        api.gql(`mutation($input: AppendEventInput!) { appendEvent(input: $input) { ... on Event { seq payload } } }`, {
+          input: { runId, type: 'step', payload: { i } },
+        }),
+      ),
+    );
+    const { data } = await api.gql(`query($id: ID!) { run(id: $id) { events(first: 50) { edges { node { seq payload } } } } }`, {
+      id: runId,
+    });
+    const stored = new Map<number, unknown>(
+      data.run.events.edges.map((e: { node: { seq: number; payload: unknown } }) => [e.node.seq, e.node.payload]),
+    );
+    for (const r of results) expect(stored.get(r.data.appendEvent.seq)).toEqual(r.data.appendEvent.payload);
+    expect(stored.size).toBe(20);
+  });
+
+  test('switched off (RUNPLANE_GROUP_COMMIT=false), appends still get unique contiguous seqs, one transaction each', async () => {
+    const off = await startTestServer({ RUNPLANE_GROUP_COMMIT: 'false' });
+    const runId = await newRun(off);
+    const seqs = await appendConcurrently(off, runId, 32);
+    expect([...seqs].sort((a, b) => a - b)).toEqual(range(32));
+    expect(await storedSeqs(off, runId)).toEqual(range(32));
+    expect(await metric(off, 'runplane_event_group_commits_total')).toBe(0);
+  });
+
+  test('two replicas on one table, each grouping its own writers: no seq twice, no append lost', async () => {
+    const replica = await startTestServer({ table: api.table });
+    const runId = await newRun(api);
+    const [a, b] = await Promise.all([appendConcurrently(api, runId, 60, 'a'), appendConcurrently(replica, runId, 60, 'b')]);
+    const all = [...a, ...b].sort((x, y) => x - y);
+    expect(all).toEqual(range(120));
+    expect(await storedSeqs(api, runId)).toEqual(range(120));
+  });
+
+  test('an append too large for one item fails alone; the others in its batch are written', async () => {
+    const stores = createStores({
+      doc: api.server.clients.doc,
+      tableName: api.table,
+      now: () => new Date(),
+      retention: { idempotencySeconds: 3600, finishedRunSeconds: 86400, leaseSeconds: 86400 },
+    });
+    const runId = await newRun(api);
+    const huge = 'x'.repeat(450 * 1024);
+    const sent = api.requests.length;
+    const outcomes = await Promise.allSettled(
+      range(12).map((i) => stores.events.append({ tenant: 'default', runId, type: 'step', payload: i === 6 ? { huge } : { i } })),
+    );
+    const failed = outcomes.filter((o) => o.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    expect((failed[0] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidInput);
+    expect(await storedSeqs(api, runId)).toEqual(range(11));
+    // They were tried together first, then one by one.
+    expect(api.requests.slice(sent)).toContain('TransactWriteItemsCommand');
+    expect(stores.events.counters.appends).toBe(11);
+  });
+});
+
+describe('batching', () => {
+  test('a batch holds at most 100 appends and about 3 MB, DynamoDB limits for one transaction', async () => {
+    const sizes: Array<{ count: number; bytes: number }> = [];
+    let seq = 0;
+    const group = createGroupCommit(async (_tenant, runId, batch) => {
+      sizes.push({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) });
+      await new Promise((resolve) => setImmediate(resolve));
+      return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+    });
+    const small = await Promise.all(range(250).map(() => group.append('t', 'r', 'step', { i: 1 }, new Date())));
+    expect(small.map((e) => e.seq)).toEqual(range(250));
+    expect(Math.max(...sizes.map((s) => s.count))).toBe(100);
+    sizes.length = 0;
+    const big = { blob: 'y'.repeat(300 * 1024) };
+    await Promise.all(range(40).map(() => group.append('t', 'r', 'step', big, new Date())));
+    expect(Math.max(...sizes.map((s) => s.bytes))).toBeLessThanOrEqual(3 * 1024 * 1024);
+    expect(sizes.reduce((n, s) => n + s.count, 0)).toBe(40);
+  });
+});
