@@ -3,9 +3,8 @@
  * PutItem on the same engine, and run(id) with 100 events against the raw SDK Query.
  */
 import { randomBytes } from 'node:crypto';
-import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { documentClient, graphqlClient } from './clients.ts';
 import type { ServerProcess } from './server.ts';
 import { percentile } from './stats.ts';
 
@@ -13,45 +12,6 @@ export interface LatencyPair {
   api: { p50: number; p99: number };
   raw: { p50: number; p99: number };
   ratio: number;
-}
-
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-/** A GraphQL client over one kept-alive connection, like the SDK's own. */
-export function graphqlClient(url: string, key?: string) {
-  const { hostname, port, pathname } = new URL(url);
-  return (query: string, variables: Record<string, unknown> = {}) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      const body = JSON.stringify({ query, variables });
-      const request = httpRequest(
-        {
-          hostname,
-          port,
-          path: pathname,
-          method: 'POST',
-          agent,
-          headers: {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(body),
-            ...(key ? { authorization: `Bearer ${key}` } : {}),
-          },
-        },
-        (response: IncomingMessage) => {
-          let text = '';
-          response.setEncoding('utf8');
-          response.on('data', (chunk) => {
-            text += chunk;
-          });
-          response.on('end', () => {
-            const parsed = JSON.parse(text) as { data?: Record<string, unknown>; errors?: unknown[] };
-            if (parsed.errors) reject(new Error(JSON.stringify(parsed.errors)));
-            else resolve(parsed.data ?? {});
-          });
-        },
-      );
-      request.on('error', reject);
-      request.end(body);
-    });
 }
 
 /** Times two operations alternately, so that both meet the same load on this shared machine. */
@@ -80,9 +40,7 @@ async function timePair(samples: number, a: () => Promise<unknown>, b: () => Pro
 export async function singleRequestLatency(server: ServerProcess, samples = 400) {
   const gql = graphqlClient(server.url);
   // The baseline is the SDK's document client, which like the API takes and gives plain JSON.
-  const dynamo = DynamoDBDocumentClient.from(
-    new DynamoDBClient({ endpoint: server.engineEndpoint, region: 'us-east-1', credentials: { accessKeyId: 'b', secretAccessKey: 'b' } }),
-  );
+  const dynamo = documentClient(server.engineEndpoint);
   const runId = `bench-${randomBytes(4).toString('hex')}`;
   const rawPk = `default#run#raw-${randomBytes(4).toString('hex')}`;
   await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {

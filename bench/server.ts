@@ -1,55 +1,103 @@
-/** The server under test, in a process of its own (the load generator must not share its event loop). */
+/** The processes under test: each in a process of its own (the load generator must not share their event loop). */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-export interface ServerProcess {
-  url: string;
-  engineEndpoint: string;
+export interface BenchProcess {
   pid: number;
-  /** Resident set size of the server process, in MiB. */
+  /** What the process printed on stdout, up to now. */
+  output(): string;
+  /** Resident set size of the process, in MiB. */
   rssMiB(): number;
+  /** CPU time the process has used (user + system), in seconds. */
+  cpuSeconds(): number;
   stop(): Promise<void>;
 }
 
-export async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: {
-      ...process.env,
-      PORT: '0',
-      RUNPLANE_IN_MEMORY: 'true',
-      RUNPLANE_GRAPHIQL: 'false',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      ...env,
+/** USER_HZ: 100 on Linux everywhere that matters. */
+const CLOCK_TICKS = 100;
+
+export interface ServerProcess extends BenchProcess {
+  url: string;
+  engineEndpoint: string;
+  /** The server's /metrics counter of that name. */
+  metric(name: string): Promise<number>;
+}
+
+/** Starts `node --import tsx <script>` and waits until its stdout matches every pattern. */
+export async function startProcess(
+  script: string,
+  env: Record<string, string>,
+  ready: RegExp[],
+  args: string[] = [],
+): Promise<BenchProcess> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), '--import', 'tsx', script, ...args],
+    {
+      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  );
   let output = '';
   child.stdout?.on('data', (chunk) => {
     output += chunk;
   });
   const deadline = Date.now() + 30_000;
-  while (!/Runplane is up: (\S+)/.test(output) || !/embedded engine on (\S+)/.test(output)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+  while (!ready.every((pattern) => pattern.test(output))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${script} did not start:\n${output}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const url = /Runplane is up: (\S+)/.exec(output)?.[1] as string;
-  const engineEndpoint = /embedded engine on (\S+)/.exec(output)?.[1] as string;
   return {
-    url,
-    engineEndpoint,
     pid: child.pid as number,
+    output: () => output,
     rssMiB() {
       try {
         const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
         return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
       } catch {
+        // Not Linux: the process's own figure is not reachable from here.
+        return Number.NaN;
+      }
+    },
+    cpuSeconds() {
+      try {
+        // Fields 14 and 15 of /proc/<pid>/stat, after the command's closing parenthesis.
+        const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+        return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+      } catch {
         return Number.NaN;
       }
     },
     async stop() {
+      if (child.exitCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await exited;
+    },
+  };
+}
+
+/** A Runplane server with its embedded engine, in memory. */
+export async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
+  const up = /Runplane is up: (\S+)/;
+  const engine = /embedded engine on (\S+)/;
+  const child = await startProcess('src/main.ts', { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...env }, [
+    up,
+    engine,
+  ]);
+  const url = up.exec(child.output())?.[1] as string;
+  return {
+    ...child,
+    url,
+    engineEndpoint: engine.exec(child.output())?.[1] as string,
+    async metric(name: string) {
+      const text = await (await fetch(new URL('/metrics', url))).text();
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      if (!line) throw new Error(`no ${name} in /metrics`);
+      return Number(line.split(' ')[1]);
     },
   };
 }

@@ -41,6 +41,9 @@ const names = {
   '#expiresAt': attr.expiresAt,
 };
 
+/** Units remembered per process for the acquire order. */
+const MAX_REMEMBERED_UNITS = 10_000;
+
 export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, idempotency: Idempotency) {
   const read = async (tenant: string, unitId: string) => {
     const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.lease(tenant, unitId), ConsistentRead: true }));
@@ -51,7 +54,8 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
 
   /**
    * The acquire update. `floor`: the token becomes the clock's floor, when it is below it
-   * (and on a new row); `increment`: the token grows by one. Together: token = max(token + 1, floor).
+   * (and on a new row); `increment`: the token grows by one, when it is at or above the floor.
+   * Whichever applies: token = max(token + 1, floor).
    */
   function acquireWrite({ tenant, unitId, owner, ttlSeconds }: AcquireLease, at: number, how: 'floor' | 'increment'): Write {
     const floor = Math.floor((at - TOKEN_EPOCH_MS) / 1000);
@@ -62,7 +66,8 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
         TableName: tableName,
         Key: keys.lease(tenant, unitId),
         // Free, expired, or already mine: one holder at a time. The token only grows (fencing).
-        ConditionExpression: how === 'floor' ? `${takeable} AND (attribute_not_exists(#token) OR #token < :floor)` : takeable,
+        ConditionExpression:
+          how === 'floor' ? `${takeable} AND (attribute_not_exists(#token) OR #token < :floor)` : `${takeable} AND #token >= :floor`,
         UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #expiresAt = :ttl${
           how === 'floor' ? ', #token = :floor ADD #version :one' : ' ADD #token :one, #version :one'
         }`,
@@ -75,7 +80,7 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
           ':ttl': ttl(until),
           ':now': at,
           ':one': 1,
-          ...(how === 'floor' ? { ':floor': floor } : {}),
+          ':floor': floor,
         },
       },
     };
@@ -85,19 +90,38 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
   const heldByOther = (found: Lease | null, owner: string, at: number) =>
     !!found && found.expiresAt.getTime() > at && found.owner !== owner;
 
-  async function acquireOnce(input: AcquireLease, claim?: TransactItem) {
+  /** Units whose token was last seen at or above the clock's floor: their next acquire most likely increments. */
+  const countingUp = new Set<string>();
+  const remember = (unitKey: string, aboveFloor: boolean) => {
+    if (!aboveFloor) return void countingUp.delete(unitKey);
+    if (countingUp.size >= MAX_REMEMBERED_UNITS) countingUp.clear();
+    countingUp.add(unitKey);
+  };
+
+  async function acquireOnce(input: AcquireLease, claim?: TransactItem, round = 0): Promise<Item | undefined> {
     const at = now().getTime();
-    for (const how of ['floor', 'increment'] as const) {
+    const floor = Math.floor((at - TOKEN_EPOCH_MS) / 1000);
+    const unitKey = `${input.tenant}\u0000${input.unitId}`;
+    // Try first the update that most likely applies: one write instead of two for a unit in use.
+    const order = countingUp.has(unitKey) ? (['increment', 'floor'] as const) : (['floor', 'increment'] as const);
+    for (const how of order) {
       try {
-        return await write(doc, [acquireWrite(input, at, how)], claim);
+        const item = await write(doc, [acquireWrite(input, at, how)], claim);
+        remember(unitKey, true);
+        return item;
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;
         const found = err.item ? toLease(err.item) : await read(input.tenant, input.unitId);
-        if (heldByOther(found, input.owner, at) || how === 'increment') throw new LeaseHeld(found as Lease);
-        // The token is at or above the clock's floor already: count up from it instead.
+        remember(unitKey, !!found && found.token >= floor);
+        if (heldByOther(found, input.owner, at)) throw new LeaseHeld(found as Lease);
+        // Not held: the other update applies (the token was on the other side of the floor).
       }
     }
-    throw new Error('unreachable');
+    // Both refused, yet not held when looked at: the row changed in between. Look again.
+    const found = await read(input.tenant, input.unitId);
+    if (heldByOther(found, input.owner, at)) throw new LeaseHeld(found as Lease);
+    if (round >= 3) throw new Error(`the lease row of ${input.unitId} kept changing under acquire; retry`);
+    return acquireOnce(input, claim, round + 1);
   }
 
   /** An update of the holder's lease: only with its owner and current token. */

@@ -1,0 +1,122 @@
+/**
+ * Fan-out: many WebSocket subscribers on one run while events are appended at a steady
+ * pace. Every subscriber must get every event, in order; the figure is how long each
+ * delivery took from the moment its append was sent, and what the server's memory grew to.
+ */
+import { randomBytes } from 'node:crypto';
+import { graphqlClient } from './clients.ts';
+import type { ServerProcess } from './server.ts';
+import { percentile } from './stats.ts';
+import { type Subscriber, subscribe } from './ws.ts';
+
+export interface FanOutResult {
+  subscribers: number;
+  eventsPerSecond: number;
+  events: number;
+  /** Deliveries made, of subscribers x events expected. */
+  delivered: number;
+  expected: number;
+  /** Subscribers that missed an event or got one out of order. */
+  incomplete: number;
+  p50: number;
+  p99: number;
+  max: number;
+  rssIdleMiB: number;
+  rssPeakMiB: number;
+  connectSeconds: number;
+  /** CPU the server used while events flowed, in cores (1 = one core busy). */
+  serverCores: number;
+}
+
+const SUBSCRIPTION = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
+
+export async function fanOut(server: ServerProcess, subscribers: number, eventsPerSecond: number, seconds: number): Promise<FanOutResult> {
+  const gql = graphqlClient(server.url);
+  const runId = `bench-${randomBytes(4).toString('hex')}`;
+  await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
+    input: { id: runId, task: 'fan-out', budgetCap: 1 },
+  });
+  const append = (payload: unknown) =>
+    gql('mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }', {
+      input: { runId, type: 'step', payload },
+    });
+  const rssIdleMiB = server.rssMiB();
+
+  const latencies: number[] = [];
+  /** Per subscriber: the last seq it got (an event must follow it directly). */
+  const lastSeq = new Array<number>(subscribers).fill(0);
+  let broken = 0;
+  const errors: unknown[] = [];
+  const connecting = performance.now();
+  const sockets: Subscriber[] = [];
+  // Connect in waves: a thousand handshakes at once would measure the accept queue, not delivery.
+  for (let first = 0; first < subscribers; first += 100) {
+    const wave = Array.from({ length: Math.min(100, subscribers - first) }, (_, j) => {
+      const i = first + j;
+      return subscribe(
+        server.url,
+        SUBSCRIPTION,
+        { runId },
+        (data) => {
+          const event = data.runEvents as { seq: number; payload: { sentAt?: number } | null };
+          if (event.seq !== (lastSeq[i] as number) + 1) broken++;
+          lastSeq[i] = event.seq;
+          if (event.payload?.sentAt !== undefined) latencies.push(performance.now() - event.payload.sentAt);
+        },
+        (err) => errors.push(err),
+      );
+    });
+    sockets.push(...(await Promise.all(wave)));
+  }
+  // Every subscription is live once each has the first event.
+  await append({ warm: true });
+  await until(() => lastSeq.every((seq) => seq >= 1), 60_000, 'every subscriber to get the first event');
+  const connectSeconds = (performance.now() - connecting) / 1000;
+
+  const events = eventsPerSecond * seconds;
+  let rssPeakMiB = server.rssMiB();
+  const sampler = setInterval(() => {
+    rssPeakMiB = Math.max(rssPeakMiB, server.rssMiB());
+  }, 250);
+  const cpuBefore = server.cpuSeconds();
+  const started = performance.now();
+  const sends: Promise<unknown>[] = [];
+  for (let n = 0; n < events; n++) {
+    // Keep the pace against the clock, not against the previous send.
+    const due = started + (n * 1000) / eventsPerSecond;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    sends.push(append({ sentAt: performance.now() }));
+  }
+  await Promise.all(sends);
+  const last = events + 1;
+  await until(() => lastSeq.every((seq) => seq >= last), 60_000, `every subscriber to get seq ${last}`).catch(() => undefined);
+  const serverCores = (server.cpuSeconds() - cpuBefore) / ((performance.now() - started) / 1000);
+  clearInterval(sampler);
+  rssPeakMiB = Math.max(rssPeakMiB, server.rssMiB());
+  for (const socket of sockets) socket.close();
+  if (errors.length > 0) console.error(`fan-out: ${errors.length} subscriber errors, first: ${String(errors[0])}`);
+  return {
+    subscribers,
+    eventsPerSecond,
+    events,
+    delivered: latencies.length,
+    expected: subscribers * events,
+    incomplete: broken + lastSeq.filter((seq) => seq !== last).length,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: percentile(latencies, 100),
+    rssIdleMiB,
+    rssPeakMiB,
+    connectSeconds,
+    serverCores,
+  };
+}
+
+export async function until(condition: () => boolean, timeoutMs: number, what: string) {
+  const deadline = performance.now() + timeoutMs;
+  while (!condition()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
