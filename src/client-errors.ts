@@ -5,7 +5,7 @@
  */
 import { GraphQLError } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
-import { ContentionExceeded, InvalidInput } from './domain/errors.ts';
+import { Contention, InvalidInput } from './domain/errors.ts';
 import { isTransactionConflict } from './store/retry.ts';
 
 const THROTTLED = new Set([
@@ -37,7 +37,7 @@ function availability(err: unknown): GraphQLError | undefined {
 export function maskError(logError: (error: unknown) => void) {
   return (error: unknown, message: string) => {
     const original = error instanceof GraphQLError ? error.originalError : error;
-    if (original instanceof ContentionExceeded) {
+    if (original instanceof Contention) {
       return new GraphQLError(original.message, { extensions: { code: 'CONTENTION', retryable: true } });
     }
     if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: 'BAD_USER_INPUT' } });

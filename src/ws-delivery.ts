@@ -52,21 +52,32 @@ export async function subscribeOverSocket(args: ExecutionArgs, socket: WebSocket
   const source = stream[Symbol.asyncIterator]();
   const execute = sharedExecution(args);
   const prefix = `{"id":${JSON.stringify(id)},"type":"next","payload":`;
+  const open = () => socket.readyState === socket.OPEN;
+  /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
+  let stopped = false;
   const delivered = (async () => {
     try {
       for (let item = await source.next(); !item.done; item = await source.next()) {
-        if (socket.readyState !== socket.OPEN) break;
-        const frame = `${prefix}${toJson(await execute(item.value), mask)}}`;
+        const result = await execute(item.value);
+        if (stopped || !open()) break;
+        const frame = `${prefix}${toJson(result, mask)}}`;
         corked(socket);
         if (socket.bufferedAmount < HIGH_WATER) socket.send(frame);
         else await new Promise<void>((resolve, reject) => socket.send(frame, (err) => (err ? reject(err) : resolve())));
       }
     } catch (err) {
-      await source.return?.();
+      // A reader that went away mid-write is an ordinary end, not a failure to report.
+      if (stopped || !open()) return;
       throw err instanceof GraphQLError && !err.originalError ? err : mask(err, UNEXPECTED);
+    } finally {
+      // However the loop ends, the feed is closed: graphql-ws forgets a finished operation.
+      await source.return?.();
     }
   })();
+  // Observed here too: graphql-ws may drop the operation without ever asking for next().
+  delivered.catch(() => undefined);
   const stop = async () => {
+    stopped = true;
     await source.return?.();
     return { done: true as const, value: undefined as never };
   };

@@ -127,7 +127,10 @@ export class InvalidInput extends Error {
 }
 
 /** Too many writers collided for too long; the caller may retry. */
-export class ContentionExceeded extends Error {
+export class Contention extends Error {}
+
+/** Appends to one run collided for too long. */
+export class ContentionExceeded extends Contention {
   constructor(readonly runId: string) {
     super(`appending to run ${runId} kept colliding with other writers; retry`);
   }

@@ -165,7 +165,9 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
     throw new ContentionExceeded(runId);
   }
 
-  const grouped = createGroupCommit(commitBatch, (err) => !(err instanceof ContentionExceeded));
+  // Only an error that proves nothing was written sends a batch back one append at a time: after
+  // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
+  const grouped = createGroupCommit(commitBatch, (err) => (err as Error)?.name === 'ValidationException');
 
   async function appendOnce({ tenant, runId, type, payload, seq, cost }: AppendEvent, claim?: (event: RunEvent) => TransactItem) {
     const runKey = `${tenant}\u0000${runId}`;

@@ -22,8 +22,11 @@ const MAX_BATCH_BYTES = 3 * 1024 * 1024;
 
 type Commit = (tenant: string, runId: string, batch: Waiting[]) => Promise<RunEvent[]>;
 
-/** `alone(err)`: whether a batch that failed with err should be tried again one append at a time. */
-export function createGroupCommit(commit: Commit, alone: (err: unknown) => boolean = () => true) {
+/**
+ * `alone(err)`: whether a batch that failed with err should be tried again one append at a
+ * time; only for errors that prove the batch was not written.
+ */
+export function createGroupCommit(commit: Commit, alone: (err: unknown) => boolean) {
   const queues = new Map<string, { waiting: Waiting[]; draining: boolean }>();
 
   async function drain(tenant: string, runId: string, key: string) {

@@ -3,7 +3,7 @@
  * any issued before for the unit, also across release, expiry, reclaim and TTL deletion.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { LeaseHeld, LeaseLost } from '../domain/errors.ts';
+import { Contention, LeaseHeld, LeaseLost } from '../domain/errors.ts';
 import { TOKEN_EPOCH_MS } from '../domain/limits.ts';
 import type { Lease } from '../domain/run.ts';
 import { attr, type Item, toLease } from '../table/codec.ts';
@@ -43,85 +43,110 @@ const names = {
 
 /** Units remembered per process for the acquire order. */
 const MAX_REMEMBERED_UNITS = 10_000;
+/** Acquire updates tried before giving up (each failure but the last is a row that changed meanwhile). */
+const MAX_ACQUIRE_ATTEMPTS = 4;
+const TOKEN_EPOCH_S = TOKEN_EPOCH_MS / 1000;
+
+type Acquire = 'floor' | 'increment' | 'ahead';
 
 export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, idempotency: Idempotency) {
   const read = async (tenant: string, unitId: string) => {
     const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.lease(tenant, unitId), ConsistentRead: true }));
     return Item ? toLease(Item) : null;
   };
-  /** The TTL of a lease row: long after the lease's end (the row carries the fencing token). */
-  const ttl = (untilMs: number) => Math.floor(untilMs / 1000) + retention.leaseSeconds;
+  /**
+   * When TTL may delete a lease row: `retention` after the lease's end, and never before the
+   * clock's floor has passed the row's token, so that a new row's first token (the floor) is
+   * still larger than every token the deleted row gave out.
+   */
+  const ttl = (untilMs: number, token = 0) => Math.max(Math.floor(untilMs / 1000) + retention.leaseSeconds, TOKEN_EPOCH_S + token + 1);
 
   /**
-   * The acquire update. `floor`: the token becomes the clock's floor, when it is below it
-   * (and on a new row); `increment`: the token grows by one, when it is at or above the floor.
-   * Whichever applies: token = max(token + 1, floor).
+   * The acquire update; token = max(token + 1, floor) where floor is the clock in seconds
+   * since the token epoch. `floor`: the token is below the floor (or there is no row yet) and
+   * becomes it. `increment`: the token grows by one. `ahead`: likewise, for a token so far
+   * ahead of the clock (acquired many times a second for weeks) that the row's TTL must
+   * follow the token rather than the lease. Each is conditioned on its own case.
    */
-  function acquireWrite({ tenant, unitId, owner, ttlSeconds }: AcquireLease, at: number, how: 'floor' | 'increment'): Write {
+  function acquireWrite({ tenant, unitId, owner, ttlSeconds }: AcquireLease, at: number, how: Acquire): Write {
     const floor = Math.floor((at - TOKEN_EPOCH_MS) / 1000);
     const until = at + ttlSeconds * 1000;
     const takeable = `(${[conditions.leaseFree, conditions.leaseExpired, conditions.leaseMine].join(' OR ')})`;
+    const ahead = aheadFrom(until);
+    const cases: Record<Acquire, { condition: string; set: string }> = {
+      floor: {
+        condition: '(attribute_not_exists(#token) OR #token < :floor)',
+        set: '#expiresAt = :ttl, #token = :floor ADD #version :one',
+      },
+      increment: { condition: '#token >= :floor AND #token < :ahead', set: '#expiresAt = :ttl ADD #token :one, #version :one' },
+      // The row lives until the floor passes the new token (old token + 1): old token + epoch + 2.
+      ahead: { condition: '#token >= :ahead', set: '#expiresAt = #token + :pastToken ADD #token :one, #version :one' },
+    };
     return {
       Update: {
         TableName: tableName,
         Key: keys.lease(tenant, unitId),
         // Free, expired, or already mine: one holder at a time. The token only grows (fencing).
-        ConditionExpression:
-          how === 'floor' ? `${takeable} AND (attribute_not_exists(#token) OR #token < :floor)` : `${takeable} AND #token >= :floor`,
-        UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #expiresAt = :ttl${
-          how === 'floor' ? ', #token = :floor ADD #version :one' : ' ADD #token :one, #version :one'
-        }`,
+        ConditionExpression: `${takeable} AND ${cases[how].condition}`,
+        UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, ${cases[how].set}`,
         ExpressionAttributeNames: names,
         ExpressionAttributeValues: {
           ':unitId': unitId,
           ':owner': owner,
           ':acquiredAt': new Date(at).toISOString(),
           ':until': until,
-          ':ttl': ttl(until),
           ':now': at,
           ':one': 1,
-          ':floor': floor,
+          ...(how === 'ahead' ? {} : { ':floor': floor }),
+          ...(how === 'floor' ? {} : { ':ahead': ahead }),
+          ...(how === 'ahead' ? { ':pastToken': TOKEN_EPOCH_S + 2 } : { ':ttl': ttl(until) }),
         },
       },
     };
   }
 
+  /** The smallest old token for which the new one (old + 1) would outlive the lease's own TTL. */
+  const aheadFrom = (untilMs: number) => Math.floor(untilMs / 1000) + retention.leaseSeconds - TOKEN_EPOCH_S - 1;
+
+  /** Which acquire update applies to a row with this token (none: no row). */
+  const acquireFor = (token: number | undefined, at: number, untilMs: number): Acquire => {
+    if (token === undefined || token < Math.floor((at - TOKEN_EPOCH_MS) / 1000)) return 'floor';
+    return token >= aheadFrom(untilMs) ? 'ahead' : 'increment';
+  };
+
   /** Whether a lease row found by a failed acquire is held by someone else right now. */
   const heldByOther = (found: Lease | null, owner: string, at: number) =>
     !!found && found.expiresAt.getTime() > at && found.owner !== owner;
 
-  /** Units whose token was last seen at or above the clock's floor: their next acquire most likely increments. */
-  const countingUp = new Set<string>();
-  const remember = (unitKey: string, aboveFloor: boolean) => {
-    if (!aboveFloor) return void countingUp.delete(unitKey);
-    if (countingUp.size >= MAX_REMEMBERED_UNITS) countingUp.clear();
-    countingUp.add(unitKey);
+  /** The last token seen per unit: the next acquire's guess of which update applies (one write, not two). */
+  const lastTokens = new Map<string, number>();
+  const remember = (unitKey: string, token: number | undefined) => {
+    lastTokens.delete(unitKey);
+    if (token === undefined) return;
+    if (lastTokens.size >= MAX_REMEMBERED_UNITS) lastTokens.delete(lastTokens.keys().next().value as string);
+    lastTokens.set(unitKey, token);
   };
 
-  async function acquireOnce(input: AcquireLease, claim?: TransactItem, round = 0): Promise<Item | undefined> {
+  async function acquireOnce(input: AcquireLease, claim?: TransactItem): Promise<Item | undefined> {
     const at = now().getTime();
-    const floor = Math.floor((at - TOKEN_EPOCH_MS) / 1000);
+    const until = at + input.ttlSeconds * 1000;
     const unitKey = `${input.tenant}\u0000${input.unitId}`;
-    // Try first the update that most likely applies: one write instead of two for a unit in use.
-    const order = countingUp.has(unitKey) ? (['increment', 'floor'] as const) : (['floor', 'increment'] as const);
-    for (const how of order) {
+    let how = acquireFor(lastTokens.get(unitKey), at, until);
+    for (let attempt = 0; attempt < MAX_ACQUIRE_ATTEMPTS; attempt++) {
       try {
         const item = await write(doc, [acquireWrite(input, at, how)], claim);
-        remember(unitKey, true);
+        remember(unitKey, item ? Number(item[attr.token]) : undefined);
         return item;
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;
         const found = err.item ? toLease(err.item) : await read(input.tenant, input.unitId);
-        remember(unitKey, !!found && found.token >= floor);
+        remember(unitKey, found?.token);
         if (heldByOther(found, input.owner, at)) throw new LeaseHeld(found as Lease);
-        // Not held: the other update applies (the token was on the other side of the floor).
+        // Not held: the row's token was in another case than guessed (or changed meanwhile).
+        how = acquireFor(found?.token, at, until);
       }
     }
-    // Both refused, yet not held when looked at: the row changed in between. Look again.
-    const found = await read(input.tenant, input.unitId);
-    if (heldByOther(found, input.owner, at)) throw new LeaseHeld(found as Lease);
-    if (round >= 3) throw new Error(`the lease row of ${input.unitId} kept changing under acquire; retry`);
-    return acquireOnce(input, claim, round + 1);
+    throw new Contention(`the lease of unit ${input.unitId} kept changing under this acquire; retry`);
   }
 
   /** An update of the holder's lease: only with its owner and current token. */
@@ -196,7 +221,7 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
     renew: (input: RenewLease, idem?: IdempotencyKey) => {
       const until = now().getTime() + input.ttlSeconds * 1000;
       return withKey(idem, input.tenant, input.unitId, (claim) =>
-        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': until, ':ttl': ttl(until) }, true, claim),
+        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': until, ':ttl': ttl(until, input.token) }, true, claim),
       );
     },
 
@@ -207,7 +232,7 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
     release: (input: ReleaseLease, idem?: IdempotencyKey) => {
       const at = now().getTime();
       return withKey(idem, input.tenant, input.unitId, (claim) =>
-        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': at, ':ttl': ttl(at) }, false, claim),
+        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': at, ':ttl': ttl(at, input.token) }, false, claim),
       );
     },
 

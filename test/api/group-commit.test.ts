@@ -8,6 +8,7 @@ import { InvalidInput } from '../../src/domain/errors.ts';
 import { createStores } from '../../src/server.ts';
 import { createGroupCommit } from '../../src/store/group-commit.ts';
 import { uniqueName } from '../support/aws.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
@@ -129,15 +130,52 @@ describe('group commit', () => {
   });
 });
 
+describe.skipIf(onlyEmbedded)('group commit when DynamoDB fails', () => {
+  test('a batch whose outcome is unknown (a lost response) is not written again: no event stored twice', async () => {
+    const { engine } = await ownEngine();
+    try {
+      const server = await startTestServer({ endpoint: engine.endpoint, stopAfterAll: false });
+      try {
+        const runId = await newRun(server);
+        // Every attempt of a batch is applied (the first) or replayed (the SDK's resends), and answered 500.
+        using _ = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'InternalServerError', after: true, times: 3 });
+        const results = await Promise.all(range(6).map((i) => server.gql(APPEND, { input: { runId, type: 'step', payload: { i } } })));
+        const answered = results.filter((r) => r.data?.appendEvent?.__typename === 'Event');
+        const unavailable = results.filter((r) => r.errors?.[0]?.extensions?.code === 'UNAVAILABLE');
+        expect(answered.length + unavailable.length).toBe(6);
+        expect(unavailable.length).toBeGreaterThan(0);
+        const { Items = [] } = await server.server.clients.doc.send(
+          new QueryCommand({
+            TableName: server.table,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
+            ExpressionAttributeValues: { ':pk': `default#run#${runId}`, ':evt': 'evt#' },
+            ConsistentRead: true,
+          }),
+        );
+        const payloads = Items.map((item) => (item.payload as { i: number }).i);
+        expect(new Set(payloads).size).toBe(payloads.length);
+        expect(Items.map((item) => Number(String(item.sk).slice(4)))).toEqual(range(Items.length));
+      } finally {
+        await server.server.stop();
+      }
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
 describe('batching', () => {
   test('a batch holds at most 100 appends and about 3 MB, DynamoDB limits for one transaction', async () => {
     const sizes: Array<{ count: number; bytes: number }> = [];
     let seq = 0;
-    const group = createGroupCommit(async (_tenant, runId, batch) => {
-      sizes.push({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) });
-      await new Promise((resolve) => setImmediate(resolve));
-      return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
-    });
+    const group = createGroupCommit(
+      async (_tenant, runId, batch) => {
+        sizes.push({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) });
+        await new Promise((resolve) => setImmediate(resolve));
+        return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+      },
+      () => false,
+    );
     const small = await Promise.all(range(250).map(() => group.append('t', 'r', 'step', { i: 1 }, new Date())));
     expect(small.map((e) => e.seq)).toEqual(range(250));
     expect(Math.max(...sizes.map((s) => s.count))).toBe(100);
