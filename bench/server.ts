@@ -10,6 +10,10 @@ export interface BenchProcess {
   rssMiB(): number;
   /** CPU time the process has used (user + system), in seconds. */
   cpuSeconds(): number;
+  /** Sends a message over the IPC channel (started with `ipc`) and waits for the answer with its id. */
+  request(message: Record<string, unknown>): Promise<Record<string, unknown>>;
+  /** Ends it at once, as a crash would. */
+  kill(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -23,25 +27,31 @@ export interface ServerProcess extends BenchProcess {
   metric(name: string): Promise<number>;
 }
 
-/** Starts `node --import tsx <script>` and waits until its stdout matches every pattern. */
+/** Starts `node --import tsx <script>` and waits until its output matches every pattern. */
 export async function startProcess(
   script: string,
   env: Record<string, string>,
   ready: RegExp[],
   args: string[] = [],
+  { ipc = false, quiet = false }: { ipc?: boolean; quiet?: boolean } = {},
 ): Promise<BenchProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), '--import', 'tsx', script, ...args],
     {
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
+      stdio: ['ignore', 'pipe', quiet ? 'pipe' : 'inherit', ...(ipc ? (['ipc'] as const) : [])],
     },
   );
   let output = '';
-  child.stdout?.on('data', (chunk) => {
+  const collect = (chunk: Buffer) => {
     output += chunk;
-  });
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  let lastRequest = 0;
+  const answers = new Map<number, (answer: Record<string, unknown>) => void>();
+  child.on('message', (answer: Record<string, unknown>) => answers.get(answer.id as number)?.(answer));
   const deadline = Date.now() + 30_000;
   while (!ready.every((pattern) => pattern.test(output))) {
     if (child.exitCode !== null || Date.now() > deadline) {
@@ -71,8 +81,25 @@ export async function startProcess(
         return Number.NaN;
       }
     },
+    request(message) {
+      const id = ++lastRequest;
+      return new Promise((resolve, reject) => {
+        answers.set(id, (answer) => {
+          answers.delete(id);
+          if (answer.ok) resolve(answer);
+          else reject(new Error(String(answer.error)));
+        });
+        child.send?.({ ...message, id });
+      });
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    },
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       await exited;

@@ -27,6 +27,8 @@ export interface AppDeps {
   logError?: (error: unknown) => void;
   /** The text served at GET /metrics (Prometheus format); absent: no /metrics. */
   metrics?: () => string;
+  /** GET /ready: whether DynamoDB answers now (absent: always ready). */
+  ready?: () => Promise<{ ready: boolean; reason?: string }>;
 }
 
 export interface App {
@@ -85,9 +87,24 @@ export function buildApp(deps: AppDeps): App {
     if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
       return refuse(411, 'Send the request body with a Content-Length');
     }
-    if (deps.metrics && req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+    const path = req.url?.split('?')[0];
+    if (req.method === 'GET' && path === '/metrics' && deps.metrics) {
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
       res.end(deps.metrics());
+      return;
+    }
+    // Alive: the process serves requests (whatever DynamoDB does).
+    if (req.method === 'GET' && path === '/health') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"status":"alive"}');
+      return;
+    }
+    // Ready: DynamoDB answers, so requests can succeed (a load balancer sends traffic elsewhere meanwhile).
+    if (req.method === 'GET' && path === '/ready') {
+      void (deps.ready?.() ?? Promise.resolve<{ ready: boolean; reason?: string }>({ ready: true })).then(({ ready, reason }) => {
+        res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(ready ? { status: 'ready' } : { status: 'unavailable', reason }));
+      });
       return;
     }
     void yoga(req, res);

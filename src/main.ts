@@ -26,7 +26,12 @@ async function main() {
     if (stopping) return;
     stopping = true;
     console.log(`runplane: ${signal}, stopping`);
-    await server.stop();
+    try {
+      await server.stop();
+    } catch (err) {
+      console.error(`runplane: stopping failed: ${err instanceof Error ? err.message : String(err)}`);
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));

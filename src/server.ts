@@ -6,6 +6,7 @@ import type { Config } from './config.ts';
 import type { Context, Stores } from './context.ts';
 import { type Engine, startEngine } from './engine/index.ts';
 import { metricsOf } from './metrics.ts';
+import { readinessProbe } from './readiness.ts';
 import { schema } from './schema/index.ts';
 import { createBudgetStore } from './store/budgets.ts';
 import type { StoreDeps } from './store/deps.ts';
@@ -93,6 +94,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       maxBodyBytes: config.maxBodyBytes,
       logError: options.logError,
       metrics: metricsOf(raw, live),
+      ready: readinessProbe(clients, config.table),
     });
     const url = await app.start(config.port, config.host);
     let stopping: Promise<void> | undefined;

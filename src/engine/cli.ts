@@ -1,6 +1,7 @@
 /** `npm run engine -- [flags]`: the embedded engine on its own, for other tools and processes. */
 import { help, parseEngineArgs } from './args.ts';
 import { type EngineOptions, startEngine } from './index.ts';
+import { serveRemoteControl } from './remote-control.ts';
 
 async function main() {
   let options: EngineOptions | 'help';
@@ -18,6 +19,8 @@ async function main() {
   console.log(
     `engine: DynamoDB and DynamoDB Streams on ${engine.endpoint} (${options.dataDir ? `data in ${options.dataDir}` : 'in memory'})`,
   );
+  // A parent process with an IPC channel may inject faults (the chaos harness does).
+  serveRemoteControl(engine);
   const stop = async (signal: string) => {
     console.log(`engine: ${signal}, closing`);
     await engine.close();

@@ -45,6 +45,8 @@ const names = {
 const MAX_REMEMBERED_UNITS = 10_000;
 /** Acquire updates tried before giving up (each failure but the last is a row that changed meanwhile). */
 const MAX_ACQUIRE_ATTEMPTS = 4;
+/** Reads and versioned writes of a keyed request before giving up (each failure is another writer in between). */
+const MAX_EXACT_ATTEMPTS = 8;
 const TOKEN_EPOCH_S = TOKEN_EPOCH_MS / 1000;
 
 type Acquire = 'floor' | 'increment' | 'ahead';
@@ -127,14 +129,14 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
     lastTokens.set(unitKey, token);
   };
 
-  async function acquireOnce(input: AcquireLease, claim?: TransactItem): Promise<Item | undefined> {
+  async function acquireOnce(input: AcquireLease): Promise<Item | undefined> {
     const at = now().getTime();
     const until = at + input.ttlSeconds * 1000;
     const unitKey = `${input.tenant}\u0000${input.unitId}`;
     let how = acquireFor(lastTokens.get(unitKey), at, until);
     for (let attempt = 0; attempt < MAX_ACQUIRE_ATTEMPTS; attempt++) {
       try {
-        const item = await write(doc, [acquireWrite(input, at, how)], claim);
+        const item = await write(doc, [acquireWrite(input, at, how)]);
         remember(unitKey, item ? Number(item[attr.token]) : undefined);
         return item;
       } catch (err) {
@@ -155,27 +157,22 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
     set: string,
     values: Record<string, unknown>,
     mustBeLive: boolean,
-    claim?: TransactItem,
   ) {
     const at = now().getTime();
     try {
-      return await write(
-        doc,
-        [
-          {
-            Update: {
-              TableName: tableName,
-              Key: keys.lease(tenant, unitId),
-              // Only the holder, with the token it was given: a newer token means someone took over.
-              ConditionExpression: `${conditions.present} AND #owner = :owner AND #token = :token${mustBeLive ? ` AND ${conditions.leaseLive}` : ''}`,
-              UpdateExpression: `SET ${set} ADD #version :one`,
-              ExpressionAttributeNames: { '#owner': attr.owner, '#token': attr.token, '#version': attr.version, ...pickNames(set) },
-              ExpressionAttributeValues: { ':owner': owner, ':token': token, ':one': 1, ...(mustBeLive ? { ':now': at } : {}), ...values },
-            },
+      return await write(doc, [
+        {
+          Update: {
+            TableName: tableName,
+            Key: keys.lease(tenant, unitId),
+            // Only the holder, with the token it was given: a newer token means someone took over.
+            ConditionExpression: `${conditions.present} AND #owner = :owner AND #token = :token${mustBeLive ? ` AND ${conditions.leaseLive}` : ''}`,
+            UpdateExpression: `SET ${set} ADD #version :one`,
+            ExpressionAttributeNames: { '#owner': attr.owner, '#token': attr.token, '#version': attr.version, ...pickNames(set) },
+            ExpressionAttributeValues: { ':owner': owner, ':token': token, ':one': 1, ...(mustBeLive ? { ':now': at } : {}), ...values },
           },
-        ],
-        claim,
-      );
+        },
+      ]);
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
       throw new LeaseLost(unitId, err.item ? toLease(err.item) : null, new Date(at));
@@ -189,18 +186,68 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
       return { ...s, acquiredAt: new Date(s.acquiredAt), expiresAt: new Date(s.expiresAt) };
     },
   };
-  const withKey = async (
-    idem: IdempotencyKey | undefined,
+  /**
+   * A request with an idempotency key writes the whole new lease, computed from the row as
+   * read and written only if the row is still that version: its result is then known before
+   * the write and stored with the key's claim in the same transaction. (A result read back
+   * afterwards could already be a later holder's lease.)
+   */
+  async function exactly(
     tenant: string,
     unitId: string,
-    perform: (claim?: TransactItem) => Promise<unknown>,
-  ) => {
-    if (!idem) return toLease(((await perform()) ?? {}) as Item);
-    return idempotency.once(idem, {
-      perform: async (claim) => void (await perform(claim())),
-      readResult: async () => (await read(tenant, unitId)) as Lease,
+    decide: (row: Lease | null, at: number) => Lease,
+    claim: (lease: Lease) => TransactItem,
+  ) {
+    for (let attempt = 0; attempt < MAX_EXACT_ATTEMPTS; attempt++) {
+      const row = await read(tenant, unitId);
+      const at = now().getTime();
+      const lease = decide(row, at);
+      const update: Write = {
+        Update: {
+          TableName: tableName,
+          Key: keys.lease(tenant, unitId),
+          ConditionExpression: row ? '#version = :seen' : conditions.leaseFree,
+          UpdateExpression:
+            'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #token = :token, #version = :version, #expiresAt = :ttl',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: {
+            ':unitId': unitId,
+            ':owner': lease.owner,
+            ':acquiredAt': lease.acquiredAt.toISOString(),
+            ':until': lease.expiresAt.getTime(),
+            ':token': lease.token,
+            ':version': lease.version,
+            ':ttl': ttl(lease.expiresAt.getTime(), lease.token),
+            ...(row ? { ':seen': row.version } : {}),
+          },
+        },
+      };
+      try {
+        await write(doc, [update], claim(lease));
+        return lease;
+      } catch (err) {
+        // The row changed since it was read: decide again on the new one.
+        if (!(err instanceof ConditionFailed)) throw err;
+      }
+    }
+    throw new Contention(`the lease of unit ${unitId} kept changing under this request; retry`);
+  }
+
+  const keyed = (idem: IdempotencyKey, tenant: string, unitId: string, decide: (row: Lease | null, at: number) => Lease) =>
+    idempotency.once(idem, {
+      perform: (claim) => exactly(tenant, unitId, decide, (lease) => claim(lease)),
+      readResult: async () => {
+        throw new Error('a lease result is always stored with its claim');
+      },
       ...codec,
     });
+
+  /** The holder's own lease, as read; LeaseLost unless `owner` holds it with `token` (and, if asked, it is live). */
+  const held = (row: Lease | null, { unitId, owner, token }: ReleaseLease, at: number, mustBeLive: boolean) => {
+    if (!row || row.owner !== owner || row.token !== token || (mustBeLive && row.expiresAt.getTime() <= at)) {
+      throw new LeaseLost(unitId, row, new Date(at));
+    }
+    return row;
   };
 
   return {
@@ -211,17 +258,41 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
      * Takes the unit if it is free, its lease expired, or the caller holds it already.
      * @throws LeaseHeld while another owner's lease is live
      */
-    acquire: (input: AcquireLease, idem?: IdempotencyKey) =>
-      withKey(idem, input.tenant, input.unitId, (claim) => acquireOnce(input, claim)),
+    acquire: async (input: AcquireLease, idem?: IdempotencyKey): Promise<Lease> => {
+      if (!idem) return toLease(((await acquireOnce(input)) ?? {}) as Item);
+      return keyed(idem, input.tenant, input.unitId, (row, at) => {
+        if (heldByOther(row, input.owner, at)) throw new LeaseHeld(row as Lease);
+        const floor = Math.floor((at - TOKEN_EPOCH_MS) / 1000);
+        return {
+          unitId: input.unitId,
+          owner: input.owner,
+          token: row ? Math.max(row.token + 1, floor) : floor,
+          acquiredAt: new Date(at),
+          expiresAt: new Date(at + input.ttlSeconds * 1000),
+          version: (row?.version ?? 0) + 1,
+        };
+      });
+    },
 
     /**
      * Extends the caller's live lease to ttlSeconds from now.
      * @throws LeaseLost unless the caller holds it with this token, and it has not expired
      */
-    renew: (input: RenewLease, idem?: IdempotencyKey) => {
+    renew: async (input: RenewLease, idem?: IdempotencyKey): Promise<Lease> => {
+      if (idem) {
+        return keyed(idem, input.tenant, input.unitId, (row, at) => {
+          const lease = held(row, input, at, true);
+          return { ...lease, expiresAt: new Date(at + input.ttlSeconds * 1000), version: lease.version + 1 };
+        });
+      }
       const until = now().getTime() + input.ttlSeconds * 1000;
-      return withKey(idem, input.tenant, input.unitId, (claim) =>
-        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': until, ':ttl': ttl(until, input.token) }, true, claim),
+      return toLease(
+        ((await holderWrite(
+          input,
+          '#leaseUntil = :until, #expiresAt = :ttl',
+          { ':until': until, ':ttl': ttl(until, input.token) },
+          true,
+        )) ?? {}) as Item,
       );
     },
 
@@ -229,10 +300,17 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
      * Ends the caller's lease now: the unit can be acquired at once, the token is kept.
      * @throws LeaseLost unless the caller holds it with this token
      */
-    release: (input: ReleaseLease, idem?: IdempotencyKey) => {
+    release: async (input: ReleaseLease, idem?: IdempotencyKey): Promise<Lease> => {
+      if (idem) {
+        return keyed(idem, input.tenant, input.unitId, (row, at) => {
+          const lease = held(row, input, at, false);
+          return { ...lease, expiresAt: new Date(at), version: lease.version + 1 };
+        });
+      }
       const at = now().getTime();
-      return withKey(idem, input.tenant, input.unitId, (claim) =>
-        holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': at, ':ttl': ttl(at, input.token) }, false, claim),
+      return toLease(
+        ((await holderWrite(input, '#leaseUntil = :until, #expiresAt = :ttl', { ':until': at, ':ttl': ttl(at, input.token) }, false)) ??
+          {}) as Item,
       );
     },
 

@@ -11,6 +11,7 @@ import { ensureTable } from '../../src/table/ensure.ts';
 import { dynamoClient, uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
 
 describe.skipIf(onlyEmbedded)('resilience', () => {
   let engine: Engine;
@@ -40,6 +41,28 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
         }),
       )
     ).Items ?? [];
+
+  test('a keyed acquire whose answer was lost, retried after another worker took the unit: the first answer, not the new holder', async () => {
+    const unitId = uniqueName('unit');
+    const ACQUIRE = `mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { __typename ... on Lease { owner token } } }`;
+    const first = { unitId, owner: 'a', ttlSeconds: 1, idempotencyKey: uniqueName('key') };
+    {
+      // Applied, then answered 500 to the SDK's every attempt: the client sees an error.
+      using _ = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'InternalServerError', after: true, times: 3 });
+      const lost = await api.gql(ACQUIRE, { input: first });
+      expect(lost.errors?.[0]?.extensions?.code).toBe('UNAVAILABLE');
+    }
+    const held = (await api.gql(`query($u: ID!) { lease(unitId: $u) { owner token } }`, { u: unitId })).data.lease;
+    expect(held.owner).toBe('a');
+    await waitFor(async () => (await api.gql(`query($u: ID!) { lease(unitId: $u) { owner } }`, { u: unitId })).data.lease === null, {
+      what: 'the lease to expire',
+    });
+    const taken = (await api.gql(ACQUIRE, { input: { unitId, owner: 'b', ttlSeconds: 60 } })).data.acquireLease;
+    expect(taken).toMatchObject({ __typename: 'Lease', owner: 'b' });
+    const retried = (await api.gql(ACQUIRE, { input: first })).data.acquireLease;
+    expect(retried).toEqual({ __typename: 'Lease', owner: 'a', token: held.token });
+    expect(taken.token).toBeGreaterThan(held.token);
+  });
 
   describe('a response lost after the write was applied (the SDK resends it)', () => {
     test('an append is stored once, at the seq its writer is told', async () => {

@@ -1,0 +1,125 @@
+/**
+ * The invariants, checked over the history and the table as it stands afterwards. Each
+ * returns what it found broken, as sentences; none found is an empty list.
+ */
+import type { History, Operation } from './history.ts';
+import type { Subscription } from './workload.ts';
+
+export interface StoredEvent {
+  seq: number;
+  op: string | null;
+}
+
+export interface Snapshot {
+  /** Events per run, in seq order, read straight from the table. */
+  events: Map<string, StoredEvent[]>;
+  budgets: Map<string, { cap: number; spent: number }>;
+}
+
+const describe = (o: Operation) =>
+  `${o.client} (${o.input.idempotencyKey ?? 'no key'}, ${o.attempts} attempts, ${o.start.toFixed(0)}-${o.end.toFixed(0)} ms)`;
+
+const acked = (history: History, kind: Operation['kind']) =>
+  history.operations.filter((o) => o.kind === kind && o.outcome === 'acknowledged');
+
+/** Seqs 1..N, each once; every acknowledged append stored once at its seq; nothing stored twice. */
+export function checkAppends(history: History, snapshot: Snapshot): string[] {
+  const found: string[] = [];
+  const where = new Map<string, string[]>();
+  for (const [runId, events] of snapshot.events) {
+    events.forEach((event, i) => {
+      if (event.seq !== i + 1) found.push(`run ${runId}: seq ${event.seq} stored at position ${i + 1} (a gap or a duplicate)`);
+      if (event.op) where.set(event.op, [...(where.get(event.op) ?? []), `${runId}#${event.seq}`]);
+    });
+  }
+  for (const [op, places] of where) if (places.length > 1) found.push(`append ${op} stored ${places.length} times: ${places.join(', ')}`);
+  const known = new Set(history.operations.filter((o) => o.kind === 'append').map((o) => (o.input.payload as { op: string }).op));
+  for (const op of where.keys()) if (!known.has(op)) found.push(`an event no client sent: ${op}`);
+  for (const append of history.operations.filter((o) => o.kind === 'append')) {
+    const op = (append.input.payload as { op: string }).op;
+    const places = where.get(op) ?? [];
+    if (append.outcome === 'acknowledged') {
+      const at = `${append.input.runId}#${append.result?.seq}`;
+      if (!places.includes(at)) found.push(`acknowledged append ${op} at ${at} is ${places.length ? `at ${places.join(', ')}` : 'lost'}`);
+    }
+    if (append.outcome === 'refused' && places.length > 0) found.push(`refused append ${op} was stored at ${places.join(', ')}`);
+  }
+  return found;
+}
+
+/** Spent never passes the cap, and is exactly the sum of what was acknowledged as charged. */
+export function checkBudgets(history: History, snapshot: Snapshot): string[] {
+  const found: string[] = [];
+  for (const [runId, { cap, spent }] of snapshot.budgets) {
+    if (spent > cap) found.push(`run ${runId}: spent ${spent} passes the cap ${cap}`);
+    const charged =
+      acked(history, 'charge')
+        .filter((o) => o.input.runId === runId)
+        .reduce((sum, o) => sum + (o.input.amount as number), 0) +
+      acked(history, 'append')
+        .filter((o) => o.input.runId === runId && o.input.cost)
+        .reduce((sum, o) => sum + (o.input.cost as number), 0);
+    if (spent !== charged) found.push(`run ${runId}: spent ${spent}, but acknowledged charges add up to ${charged}`);
+  }
+  return found;
+}
+
+/**
+ * Tokens grow with real time (an acquire that began after another was acknowledged has a
+ * larger token), and a holder's renew or release is only accepted while its token is the
+ * largest given out: one acknowledged after a larger token was issued would be a second holder.
+ */
+export function checkLeases(history: History): string[] {
+  const found: string[] = [];
+  const byUnit = new Map<string, Operation[]>();
+  for (const op of history.operations) {
+    if (!['acquire', 'renew', 'release'].includes(op.kind) || op.outcome !== 'acknowledged') continue;
+    const unit = op.input.unitId as string;
+    byUnit.set(unit, [...(byUnit.get(unit) ?? []), op]);
+  }
+  for (const [unit, ops] of byUnit) {
+    const acquires = ops.filter((o) => o.kind === 'acquire');
+    const byToken = new Map<number, Operation>();
+    for (const a of acquires) {
+      const token = a.result?.token as number;
+      const twin = byToken.get(token);
+      if (twin) found.push(`unit ${unit}: token ${token} given to ${describe(twin)} and to ${describe(a)}`);
+      byToken.set(token, a);
+    }
+    for (const a of acquires) {
+      for (const b of acquires) {
+        if (a.end < b.start && (b.result?.token as number) <= (a.result?.token as number)) {
+          found.push(`unit ${unit}: token ${b.result?.token} issued after token ${a.result?.token}`);
+        }
+      }
+    }
+    for (const fenced of ops.filter((o) => o.kind !== 'acquire')) {
+      const token = fenced.input.token as number;
+      const newer = acquires.find((a) => a.end < fenced.start && (a.result?.token as number) > token);
+      if (newer) {
+        found.push(
+          `unit ${unit}: ${fenced.kind} by ${fenced.client} with token ${token} accepted after token ${newer.result?.token} was issued`,
+        );
+      }
+    }
+  }
+  return found;
+}
+
+/** Every subscriber got every event of its run once, in seq order, across its reconnects. */
+export function checkSubscriptions(subscriptions: Subscription[], snapshot: Snapshot): string[] {
+  const found: string[] = [];
+  for (const [i, subscription] of subscriptions.entries()) {
+    const stored = snapshot.events.get(subscription.runId) ?? [];
+    const got = subscription.events;
+    const name = `subscriber ${i} (run ${subscription.runId}, ${subscription.resumes} resumes)`;
+    if (got.length !== stored.length) found.push(`${name}: got ${got.length} events, the run has ${stored.length}`);
+    for (let k = 0; k < Math.min(got.length, stored.length); k++) {
+      if (got[k]?.seq !== k + 1 || got[k]?.op !== stored[k]?.op) {
+        found.push(`${name}: event ${k + 1} is seq ${got[k]?.seq} (${got[k]?.op}), the table has ${stored[k]?.op}`);
+        break;
+      }
+    }
+  }
+  return found;
+}

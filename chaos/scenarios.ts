@@ -1,0 +1,221 @@
+/**
+ * The faults, one scenario each, and the run of one scenario: start the cluster, put load
+ * on it, break something in the middle, heal it, let every client finish, then check the
+ * invariants over the history and the table.
+ */
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { documentClient } from '../bench/clients.ts';
+import { checkAppends, checkBudgets, checkLeases, checkSubscriptions, type Snapshot } from './checkers.ts';
+import { graphql, sleep } from './client.ts';
+import { type Cluster, startCluster } from './cluster.ts';
+import { History } from './history.ts';
+import { startWorkload } from './workload.ts';
+
+export interface Scenario {
+  name: string;
+  what: string;
+  /** Breaks things while the load runs (`ms` long); returns how many faults it caused. */
+  fault(cluster: Cluster, ms: number): Promise<number>;
+  stallChance?: number;
+}
+
+/** Faults injected into the engine for a window in the middle of the load; returns the calls they hit. */
+async function window(cluster: Cluster, ms: number, rules: Parameters<Cluster['inject']>[0][]) {
+  await sleep(ms / 4);
+  const faults = await Promise.all(rules.map((rule) => cluster.inject(rule)));
+  await sleep(ms / 2);
+  const hits = await Promise.all(faults.map((fault) => cluster.remove(fault)));
+  return hits.reduce((a, b) => a + b, 0);
+}
+
+const WRITES = ['PutItem', 'UpdateItem', 'DeleteItem', 'TransactWriteItems'];
+
+export const scenarios: Scenario[] = [
+  {
+    name: 'engine-restart',
+    what: 'the engine is killed (SIGKILL) mid-load and started again on its data',
+    async fault(cluster, ms) {
+      await sleep(ms / 3);
+      await cluster.killEngine();
+      await sleep(400);
+      await cluster.startEngine();
+      return 1;
+    },
+  },
+  {
+    name: 'server-restart',
+    what: 'an API server is killed (SIGKILL) mid-load and started again',
+    async fault(cluster, ms) {
+      await sleep(ms / 3);
+      await cluster.killServer(0);
+      await sleep(300);
+      await cluster.startServer(0);
+      return 1;
+    },
+  },
+  {
+    name: 'throttling',
+    what: 'DynamoDB throttles a third of all requests for a while',
+    fault: (cluster, ms) =>
+      window(cluster, ms, [
+        { operations: [...WRITES, 'GetItem', 'Query'], error: 'ThrottlingException', probability: 0.2 },
+        { operations: WRITES, error: 'ProvisionedThroughputExceededException', probability: 0.15 },
+      ]),
+  },
+  {
+    name: 'transaction-conflicts',
+    what: 'TransactWriteItems meets TransactionConflict for a while, as under contention',
+    fault: (cluster, ms) =>
+      window(cluster, ms, [{ operations: ['TransactWriteItems'], error: 'TransactionConflictException', probability: 0.4 }]),
+  },
+  {
+    name: 'iterator-expiry',
+    what: "the stream poller's iterators expire again and again, and a shard rolls over",
+    async fault(cluster, ms) {
+      let faults = 0;
+      const until = performance.now() + ms * 0.8;
+      await sleep(ms / 5);
+      await cluster.rolloverShard();
+      faults++;
+      while (performance.now() < until) {
+        await cluster.expireIterators();
+        faults++;
+        await sleep(150);
+      }
+      return faults;
+    },
+  },
+  {
+    name: 'lease-stalls',
+    what: 'lease workers stall past their lease (and crash) half of the time',
+    stallChance: 0.5,
+    async fault(_cluster, ms) {
+      await sleep(ms);
+      return 0;
+    },
+  },
+];
+
+export interface Report {
+  scenario: string;
+  seconds: number;
+  requests: number;
+  acknowledgedWrites: number;
+  refused: number;
+  unknown: number;
+  faults: number;
+  /** Lease workers that stalled past their lease / crashed holding one. */
+  stalls: number;
+  crashes: number;
+  subscriberResumes: number;
+  violations: string[];
+  unexpected: string[];
+}
+
+async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
+  const doc = documentClient(cluster.engineEndpoint);
+  const events = new Map<string, { seq: number; op: string | null }[]>();
+  const budgets = new Map<string, { cap: number; spent: number }>();
+  try {
+    for (const runId of runs) {
+      const items: Record<string, unknown>[] = [];
+      let start: Record<string, unknown> | undefined;
+      do {
+        const page = await doc.send(
+          new QueryCommand({
+            TableName: cluster.table,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        );
+        items.push(...(page.Items ?? []));
+        start = page.LastEvaluatedKey;
+      } while (start);
+      events.set(
+        runId,
+        items
+          .filter((item) => String(item.sk).startsWith('evt#'))
+          .map((item) => ({ seq: Number(item.seq), op: (item.payload as { op?: string } | null)?.op ?? null })),
+      );
+      const budget = items.find((item) => item.sk === '#budget');
+      budgets.set(runId, { cap: Number(budget?.cap), spent: Number(budget?.spent) });
+    }
+  } finally {
+    doc.destroy();
+  }
+  return { events, budgets };
+}
+
+/** Runs one scenario for `seconds` of load and checks it. */
+export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
+  const cluster = await startCluster(2);
+  const history = new History();
+  const began = performance.now();
+  try {
+    const runs = ['alpha', 'beta', 'gamma'];
+    const setup = graphql(() => cluster.urls[0] as string, history);
+    for (const id of runs) {
+      const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
+        input: { id, task: 'chaos', budgetCap: 400 },
+      });
+      if (created.failure) throw new Error(`could not create run ${id}: ${created.failure}`);
+    }
+    const workload = startWorkload({
+      urls: cluster.urls,
+      runs,
+      units: ['u1', 'u2', 'u3', 'u4'],
+      history,
+      stallChance: scenario.stallChance,
+    });
+    log(`${scenario.name}: load on, ${scenario.what}`);
+    const faults = await Promise.all([scenario.fault(cluster, seconds * 1000), sleep(seconds * 1000)]).then(([n]) => n);
+    // The faults are over: everything still under way must now get through on its own.
+    await workload.stopLoad(15_000);
+    const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
+    // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
+    let state = await snapshot(cluster, runs);
+    const caughtUp = () => workload.subscriptions.every((s) => (s.events.at(-1)?.seq ?? 0) >= (state.events.get(s.runId)?.length ?? 0));
+    const deadline = performance.now() + 15_000;
+    while (!caughtUp() && performance.now() < deadline) await sleep(50);
+    await workload.stopSubscribers();
+    state = await snapshot(cluster, runs);
+    const violations = [
+      ...unresolved.map(
+        (o) =>
+          `${o.kind} by ${o.client} (${o.input.idempotencyKey}) never answered after the faults ended (${o.attempts} attempts, ${o.start.toFixed(0)}-${o.end.toFixed(0)} ms): ${o.failure}`,
+      ),
+      ...checkAppends(history, state),
+      ...checkBudgets(history, state),
+      ...checkLeases(history),
+      ...checkSubscriptions(workload.subscriptions, state),
+    ];
+    const readiness = await Promise.all(
+      cluster.urls.map(
+        async (url) =>
+          (await fetch(new URL('/ready', url)).then(
+            (r) => r.status,
+            () => 0,
+          )) === 200,
+      ),
+    );
+    if (!readiness.every(Boolean)) violations.push(`a server is not ready after the faults ended: ${readiness.join(', ')}`);
+    return {
+      scenario: scenario.name,
+      seconds: (performance.now() - began) / 1000,
+      requests: history.requests,
+      acknowledgedWrites: history.acknowledgedWrites,
+      refused: history.operations.filter((o) => o.outcome === 'refused').length,
+      unknown: history.operations.filter((o) => o.outcome === 'unknown').length,
+      faults,
+      stalls: workload.stalls,
+      crashes: workload.crashes,
+      subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),
+      violations,
+      unexpected: history.unexpected,
+    };
+  } finally {
+    await cluster.stop();
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * The clients: appenders (half with idempotency keys, retried until answered; half plain,
+ * sent once, so group commit is exercised), budget chargers, lease workers that stall past
+ * their lease and crash without releasing, and subscribers that drop their connection and
+ * resume with afterSeq. Every operation goes into the history.
+ */
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { type Answer, graphql, sleep } from './client.ts';
+import type { History, Operation } from './history.ts';
+
+export interface WorkloadOptions {
+  urls: string[];
+  runs: string[];
+  units: string[];
+  history: History;
+  appenders?: number;
+  chargers?: number;
+  workers?: number;
+  subscribers?: number;
+  /** Chance that a lease worker stalls past its lease after acquiring. */
+  stallChance?: number;
+}
+
+/** What a subscriber got, in order, across its reconnects. */
+export interface Subscription {
+  runId: string;
+  events: { seq: number; op: string | null }[];
+  /** Times it resumed after a dropped or closed connection. */
+  resumes: number;
+}
+
+const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) {
+  __typename ... on Event { seq } ... on BudgetExceeded { remaining } } }`;
+const CHARGE = `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) {
+  __typename ... on Budget { spent } ... on BudgetExceeded { remaining } } }`;
+const LEASE = '__typename ... on Lease { token owner }';
+const ACQUIRE = `mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { ${LEASE} ... on LeaseHeld { holder } } }`;
+const RENEW = `mutation($input: RenewLeaseInput!) { renewLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
+const RELEASE = `mutation($input: ReleaseLeaseInput!) { releaseLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
+
+/** Typenames that mean "answered, nothing applied". */
+const REFUSALS = new Set(['BudgetExceeded', 'LeaseHeld', 'LeaseLost']);
+
+const pick = <T>(items: T[]) => items[Math.floor(Math.random() * items.length)] as T;
+
+export function startWorkload(options: WorkloadOptions) {
+  const { urls, runs, units, history } = options;
+  let generating = true;
+  /** Retries of keyed operations go on until this time (set when the load stops). */
+  let retryUntil = Number.POSITIVE_INFINITY;
+  const subscriptions: Subscription[] = [];
+  let subscribing = true;
+  let stalls = 0;
+  let crashes = 0;
+
+  /** Sends one operation; keyed ones are retried until answered (or the drain deadline). */
+  async function perform(
+    client: string,
+    url: () => string,
+    kind: Operation['kind'],
+    query: string,
+    input: Record<string, unknown>,
+    keyed: boolean,
+  ) {
+    const send = graphql(url, history);
+    const start = performance.now();
+    let attempts = 0;
+    let answer: Answer;
+    for (;;) {
+      attempts++;
+      answer = await send(query, { input });
+      if (answer.data || !answer.retryable || !keyed || performance.now() > retryUntil) break;
+      await sleep(50 + Math.random() * 150);
+    }
+    const result = answer.data ? (Object.values(answer.data)[0] as Record<string, unknown>) : undefined;
+    const typename = result?.__typename as string | undefined;
+    const outcome = !result ? 'unknown' : typename && REFUSALS.has(typename) ? 'refused' : 'acknowledged';
+    if (result && typename && !REFUSALS.has(typename) && !['Event', 'Budget', 'Lease'].includes(typename)) {
+      history.unexpected.push(`${kind} answered ${typename}`);
+    }
+    history.add({ client, kind, input, start, end: performance.now(), outcome, result, attempts, failure: answer.failure });
+    return result;
+  }
+
+  const appender = async (index: number) => {
+    const client = `appender-${index}`;
+    const url = () => urls[index % urls.length] as string;
+    // Keyed and plain appenders on both servers.
+    const keyed = Math.floor(index / 2) % 2 === 0;
+    for (let n = 1; generating; n++) {
+      const op = `${client}-${n}`;
+      const cost = keyed && Math.random() < 0.2 ? 1 : undefined;
+      const input = {
+        runId: pick(runs),
+        type: 'chaos',
+        payload: { op },
+        ...(cost ? { cost } : {}),
+        ...(keyed ? { idempotencyKey: op } : {}),
+      };
+      await perform(client, url, 'append', APPEND, input, keyed);
+    }
+  };
+
+  const charger = async (index: number) => {
+    const client = `charger-${index}`;
+    const url = () => urls[index % urls.length] as string;
+    for (let n = 1; generating; n++) {
+      const input = { runId: pick(runs), amount: 1 + Math.floor(Math.random() * 5), idempotencyKey: `${client}-${n}` };
+      await perform(client, url, 'charge', CHARGE, input, true);
+      await sleep(Math.random() * 20);
+    }
+  };
+
+  const worker = async (index: number) => {
+    const owner = `worker-${index}`;
+    const url = () => urls[index % urls.length] as string;
+    const stallChance = options.stallChance ?? 0.2;
+    for (let n = 1; generating; n++) {
+      const unitId = pick(units);
+      const key = (what: string) => `${owner}-${n}-${what}`;
+      const taken = await perform(owner, url, 'acquire', ACQUIRE, { unitId, owner, ttlSeconds: 1, idempotencyKey: key('acquire') }, true);
+      if (taken?.__typename !== 'Lease') {
+        await sleep(Math.random() * 50);
+        continue;
+      }
+      const token = taken.token as number;
+      await perform(owner, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-1') }, true);
+      // A stall past the lease: a GC pause, a slow tool call. Its writes after waking must be refused if someone took over.
+      if (Math.random() < stallChance) {
+        stalls++;
+        await sleep(1_300);
+      } else await sleep(Math.random() * 100);
+      await perform(owner, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-2') }, true);
+      // A crash: the lease is left to expire.
+      if (Math.random() < 0.2) {
+        crashes++;
+        continue;
+      }
+      await perform(owner, url, 'release', RELEASE, { unitId, owner, token, idempotencyKey: key('release') }, true);
+    }
+  };
+
+  const subscriber = async (index: number) => {
+    const runId = runs[index % runs.length] as string;
+    const url = urls[(index + 1) % urls.length] as string;
+    const subscription: Subscription = { runId, events: [], resumes: 0 };
+    subscriptions.push(subscription);
+    while (subscribing) {
+      const last = subscription.events.at(-1)?.seq ?? 0;
+      const client = createClient({ url: url.replace(/^http/, 'ws'), webSocketImpl: WebSocket, retryAttempts: 0, lazy: true });
+      let drop: NodeJS.Timeout | undefined;
+      let watch: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        const dispose = client.subscribe<{ runEvents: { seq: number; payload: { op?: string } | null } }>(
+          {
+            query: 'subscription($r: ID!, $after: Int) { runEvents(runId: $r, afterSeq: $after) { seq payload } }',
+            variables: { r: runId, after: last },
+          },
+          {
+            next: ({ data }) => {
+              if (data) subscription.events.push({ seq: data.runEvents.seq, op: data.runEvents.payload?.op ?? null });
+            },
+            error: () => resolve(),
+            complete: () => resolve(),
+          },
+        );
+        // Now and then the dashboard drops its connection on its own.
+        drop = setTimeout(
+          () => {
+            dispose();
+            resolve();
+          },
+          500 + Math.random() * 1_500,
+        );
+        watch = setInterval(() => {
+          if (subscribing) return;
+          dispose();
+          resolve();
+        }, 50);
+        client.on('closed', () => resolve());
+      });
+      clearTimeout(drop);
+      clearInterval(watch);
+      await client.dispose();
+      if (subscribing) {
+        subscription.resumes++;
+        await sleep(50 + Math.random() * 200);
+      }
+    }
+  };
+
+  const tasks = [
+    ...Array.from({ length: options.appenders ?? 8 }, (_, i) => appender(i)),
+    ...Array.from({ length: options.chargers ?? 3 }, (_, i) => charger(i)),
+    ...Array.from({ length: options.workers ?? 6 }, (_, i) => worker(i)),
+  ];
+  const watching = Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i));
+
+  return {
+    subscriptions,
+    /** Lease workers that stalled past their lease, and that crashed holding one. */
+    get stalls() {
+      return stalls;
+    },
+    get crashes() {
+      return crashes;
+    },
+    /** Stops making new operations; those under way keep retrying (keyed) until `drainMs` from now. */
+    async stopLoad(drainMs: number) {
+      generating = false;
+      retryUntil = performance.now() + drainMs;
+      await Promise.all(tasks);
+    },
+    /** Ends the subscribers (after the checker has let them catch up). */
+    async stopSubscribers() {
+      subscribing = false;
+      await Promise.all(watching);
+    },
+  };
+}

@@ -1,0 +1,142 @@
+/** The chaos checkers find what they are for: each broken history here must be reported, each sound one pass. */
+import { describe, expect, test } from 'vitest';
+import { checkAppends, checkBudgets, checkLeases, checkSubscriptions, type Snapshot } from '../../chaos/checkers.ts';
+import { History, type Operation } from '../../chaos/history.ts';
+
+const op = (o: Partial<Operation> & Pick<Operation, 'kind' | 'input'>): Operation => ({
+  client: 'c',
+  start: 0,
+  end: 1,
+  outcome: 'acknowledged',
+  attempts: 1,
+  ...o,
+});
+const historyOf = (...ops: Operation[]) => {
+  const history = new History();
+  for (const o of ops) history.add(o);
+  return history;
+};
+const append = (opId: string, seq: number | undefined, outcome: Operation['outcome'] = 'acknowledged', cost?: number) =>
+  op({
+    kind: 'append',
+    input: { runId: 'r', payload: { op: opId }, ...(cost ? { cost } : {}) },
+    outcome,
+    result: seq ? { __typename: 'Event', seq } : undefined,
+  });
+const snapshot = (ops: (string | null)[], budget = { cap: 10, spent: 0 }): Snapshot => ({
+  events: new Map([['r', ops.map((o, i) => ({ seq: i + 1, op: o }))]]),
+  budgets: new Map([['r', budget]]),
+});
+
+describe('appends', () => {
+  test('sound: every acknowledged append once at its seq, an unknown one stored once', () => {
+    expect(checkAppends(historyOf(append('a', 1), append('b', 2), append('c', undefined, 'unknown')), snapshot(['a', 'b', 'c']))).toEqual(
+      [],
+    );
+  });
+  test('an acknowledged append missing, stored twice, or moved is reported', () => {
+    expect(checkAppends(historyOf(append('a', 1), append('b', 2)), snapshot(['a']))).toEqual([expect.stringMatching(/b at r#2 is lost/)]);
+    expect(checkAppends(historyOf(append('a', 1), append('b', 2)), snapshot(['a', 'b', 'b']))).toContainEqual(
+      expect.stringMatching(/b stored 2 times/),
+    );
+    expect(checkAppends(historyOf(append('a', 2)), snapshot(['x', 'a']))).toContainEqual(expect.stringMatching(/no client sent: x/));
+  });
+  test('a gap in the seqs is reported', () => {
+    const gap: Snapshot = {
+      events: new Map([
+        [
+          'r',
+          [
+            { seq: 1, op: 'a' },
+            { seq: 3, op: 'b' },
+          ],
+        ],
+      ]),
+      budgets: new Map(),
+    };
+    expect(checkAppends(historyOf(append('a', 1), append('b', 3)), gap)).toContainEqual(expect.stringMatching(/gap or a duplicate/));
+  });
+  test('a refused append found in the table is reported', () => {
+    expect(checkAppends(historyOf(append('a', undefined, 'refused')), snapshot(['a']))).toEqual([
+      expect.stringMatching(/refused append a/),
+    ]);
+  });
+});
+
+describe('budgets', () => {
+  const charge = (amount: number, outcome: Operation['outcome'] = 'acknowledged') =>
+    op({ kind: 'charge', input: { runId: 'r', amount }, outcome });
+  test('sound: spent is the acknowledged charges plus acknowledged append costs', () => {
+    expect(
+      checkBudgets(historyOf(charge(3), charge(4, 'refused'), append('a', 1, 'acknowledged', 2)), snapshot(['a'], { cap: 10, spent: 5 })),
+    ).toEqual([]);
+  });
+  test('spent beyond the cap, or not the sum of what was acknowledged, is reported', () => {
+    expect(checkBudgets(historyOf(charge(3)), snapshot([], { cap: 10, spent: 6 }))).toEqual([expect.stringMatching(/spent 6, but .* 3/)]);
+    expect(checkBudgets(historyOf(charge(12)), snapshot([], { cap: 10, spent: 12 }))).toContainEqual(
+      expect.stringMatching(/passes the cap/),
+    );
+  });
+});
+
+describe('leases', () => {
+  const acquire = (token: number, start: number, end: number, client = 'w1') =>
+    op({ kind: 'acquire', client, input: { unitId: 'u', owner: client }, start, end, result: { __typename: 'Lease', token } });
+  const renew = (token: number, start: number, end: number, client = 'w1') =>
+    op({ kind: 'renew', client, input: { unitId: 'u', owner: client, token }, start, end, result: { __typename: 'Lease', token } });
+  test('sound: growing tokens, renews only while the token is the newest', () => {
+    expect(checkLeases(historyOf(acquire(1, 0, 1), renew(1, 2, 3), acquire(2, 4, 5, 'w2'), renew(2, 6, 7, 'w2')))).toEqual([]);
+  });
+  test('a token given twice, a smaller token later, or a renew after a newer token are reported', () => {
+    expect(checkLeases(historyOf(acquire(5, 0, 1), acquire(5, 2, 3, 'w2')))).toContainEqual(expect.stringMatching(/token 5 given to/));
+    expect(checkLeases(historyOf(acquire(5, 0, 1), acquire(4, 2, 3, 'w2')))).toContainEqual(
+      expect.stringMatching(/token 4 issued after token 5/),
+    );
+    expect(checkLeases(historyOf(acquire(1, 0, 1), acquire(2, 2, 3, 'w2'), renew(1, 4, 5)))).toEqual([
+      expect.stringMatching(/renew by w1 with token 1 accepted after token 2/),
+    ]);
+  });
+  test('overlapping requests are not ordered: no report', () => {
+    expect(checkLeases(historyOf(acquire(2, 0, 5), acquire(1, 1, 4, 'w2')))).toEqual([]);
+  });
+});
+
+describe('subscriptions', () => {
+  test('sound: every event once, in order', () => {
+    expect(
+      checkSubscriptions(
+        [
+          {
+            runId: 'r',
+            resumes: 2,
+            events: [
+              { seq: 1, op: 'a' },
+              { seq: 2, op: 'b' },
+            ],
+          },
+        ],
+        snapshot(['a', 'b']),
+      ),
+    ).toEqual([]);
+  });
+  test('a missing, repeated or different event is reported', () => {
+    expect(checkSubscriptions([{ runId: 'r', resumes: 0, events: [{ seq: 1, op: 'a' }] }], snapshot(['a', 'b']))).toEqual([
+      expect.stringMatching(/got 1 events, the run has 2/),
+    ]);
+    expect(
+      checkSubscriptions(
+        [
+          {
+            runId: 'r',
+            resumes: 1,
+            events: [
+              { seq: 1, op: 'a' },
+              { seq: 1, op: 'a' },
+            ],
+          },
+        ],
+        snapshot(['a', 'b']),
+      ),
+    ).toEqual([expect.stringMatching(/event 2 is seq 1/)]);
+  });
+});
