@@ -98,7 +98,9 @@ export function startWorkload(options: WorkloadOptions) {
         ...(cost ? { cost } : {}),
         ...(keyed ? { idempotencyKey: op } : {}),
       };
-      await perform(client, url, 'append', APPEND, input, keyed);
+      const result = await perform(client, url, 'append', APPEND, input, keyed);
+      // A client that got no answer waits a moment before its next request, as any would.
+      if (!result) await sleep(50 + Math.random() * 150);
     }
   };
 
