@@ -101,6 +101,8 @@ export interface Report {
   seconds: number;
   requests: number;
   acknowledgedWrites: number;
+  /** Acknowledged operations by kind (append, charge, acquire, renew, release). */
+  acknowledgedByKind: Record<string, number>;
   refused: number;
   unknown: number;
   faults: number;
@@ -206,6 +208,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       seconds: (performance.now() - began) / 1000,
       requests: history.requests,
       acknowledgedWrites: history.acknowledgedWrites,
+      acknowledgedByKind: Object.fromEntries(
+        (['append', 'charge', 'acquire', 'renew', 'release'] as const).map((kind) => [kind, history.count(kind, 'acknowledged')]),
+      ),
       refused: history.operations.filter((o) => o.outcome === 'refused').length,
       unknown: history.operations.filter((o) => o.outcome === 'unknown').length,
       faults,

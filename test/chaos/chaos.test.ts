@@ -18,8 +18,10 @@ describe('chaos, short mode', () => {
         `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.violations.length} violations`,
       );
       expect(report.violations).toEqual([]);
-      // The load and the fault both happened: a quiet run proves nothing.
-      expect(report.acknowledgedWrites).toBeGreaterThan(100);
+      // The load and the fault both happened: a quiet run proves nothing. (How much load a few
+      // seconds carry depends on the machine: every kind of write must have gone through.)
+      for (const kind of ['append', 'charge', 'acquire', 'renew', 'release'])
+        expect(report.acknowledgedByKind[kind], kind).toBeGreaterThan(0);
       expect(report.faults + report.stalls).toBeGreaterThan(0);
       expect(report.subscriberResumes).toBeGreaterThan(0);
       expect([...new Set(report.unexpected)]).toEqual([]);
