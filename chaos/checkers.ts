@@ -123,3 +123,68 @@ export function checkSubscriptions(subscriptions: Subscription[], snapshot: Snap
   }
   return found;
 }
+
+/**
+ * One holder at a time: while an owner's lease is live (from the server time it was granted
+ * or renewed to its expiresAt, cut short by an acknowledged release), no other owner is
+ * granted the unit. Grants are read from the answers (server clocks: one machine here).
+ * A lease with a release of unknown outcome is skipped: it may have ended at any time.
+ */
+export function checkMutualExclusion(history: History): string[] {
+  const found: string[] = [];
+  const ms = (v: unknown) => new Date(v as string).getTime();
+  type Grant = { op: Operation; owner: string; token: number; from: number; until: number };
+  const byUnit = new Map<string, Operation[]>();
+  for (const op of history.operations) {
+    if (!['acquire', 'renew', 'release'].includes(op.kind)) continue;
+    const unit = op.input.unitId as string;
+    byUnit.set(unit, [...(byUnit.get(unit) ?? []), op]);
+  }
+  for (const [unit, ops] of byUnit) {
+    const lease = (o: Operation) => o.outcome === 'acknowledged' && o.result?.__typename === 'Lease';
+    const grants: Grant[] = ops
+      .filter((o) => (o.kind === 'acquire' || o.kind === 'renew') && lease(o))
+      .map((o) => {
+        const until = ms(o.result?.expiresAt);
+        // A renew answers with the original acquiredAt; it was granted ttl before its new end.
+        const from = o.kind === 'acquire' ? ms(o.result?.acquiredAt) : until - (o.input.ttlSeconds as number) * 1000;
+        return { op: o, owner: o.input.owner as string, token: o.result?.token as number, from, until };
+      });
+    const reported = new Set<Grant>();
+    for (const a of grants) {
+      // The owner's lease ends early when it releases it, or takes the unit again (a larger
+      // token, by either incarnation) and releases that; a release of unknown outcome may have
+      // ended it at any time.
+      const releases = ops.filter((o) => o.kind === 'release' && o.input.owner === a.owner && (o.input.token as number) >= a.token);
+      if (releases.some((r) => r.outcome === 'unknown')) continue;
+      const released = releases.filter(lease).map((r) => ms(r.result?.expiresAt));
+      const end = Math.min(a.until, ...released.filter((t) => t >= a.from));
+      for (const b of grants) {
+        if (b.op.kind !== 'acquire' || b.owner === a.owner || reported.has(b)) continue;
+        if (b.from > a.from && b.from < end) {
+          reported.add(b);
+          found.push(
+            `unit ${unit}: ${b.owner} was given token ${b.token} at ${b.from} while ${a.owner} held token ${a.token} (${a.op.kind} at ${a.from}, live until ${end})`,
+          );
+        }
+      }
+    }
+  }
+  return found;
+}
+
+/** The probe's subscriber (never dropped) got each acknowledged probe event within `maxMs` of its acknowledgement. */
+export function checkDeliveryLatency(history: History, subscriptions: Subscription[], probeRun: string, maxMs: number): string[] {
+  const found: string[] = [];
+  const probe = subscriptions.find((s) => s.stable && s.runId === probeRun);
+  if (!probe) return [`no subscriber on the probe run ${probeRun}`];
+  for (const o of history.operations) {
+    if (o.client !== 'prober' || o.outcome !== 'acknowledged') continue;
+    const seq = o.result?.seq as number;
+    const i = probe.events.findIndex((e) => e.seq === seq);
+    if (i < 0) continue; // checkSubscriptions reports it
+    const late = (probe.received?.[i] ?? Number.NaN) - o.end;
+    if (late > maxMs) found.push(`probe event ${seq} reached its (connected) subscriber ${late.toFixed(0)} ms after it was acknowledged`);
+  }
+  return found;
+}

@@ -33,6 +33,7 @@ async function main() {
     'stalls',
     'crashes',
     'resumes',
+    'cap refusals',
     'violations',
     'seconds',
   ];
@@ -46,6 +47,7 @@ async function main() {
     r.stalls,
     r.crashes,
     r.subscriberResumes,
+    r.budgetRefusals,
     r.violations.length,
     r.seconds.toFixed(0),
   ]);

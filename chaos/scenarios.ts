@@ -5,7 +5,15 @@
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../bench/clients.ts';
-import { checkAppends, checkBudgets, checkLeases, checkSubscriptions, type Snapshot } from './checkers.ts';
+import {
+  checkAppends,
+  checkBudgets,
+  checkDeliveryLatency,
+  checkLeases,
+  checkMutualExclusion,
+  checkSubscriptions,
+  type Snapshot,
+} from './checkers.ts';
 import { graphql, sleep } from './client.ts';
 import { type Cluster, startCluster } from './cluster.ts';
 import { History } from './history.ts';
@@ -17,6 +25,8 @@ export interface Scenario {
   /** Breaks things while the load runs (`ms` long); returns how many faults it caused. */
   fault(cluster: Cluster, ms: number): Promise<number>;
   stallChance?: number;
+  /** Checks that the probe's connected subscriber gets each probe event within this long. */
+  maxDeliveryMs?: number;
 }
 
 /** Faults injected into the engine for a window in the middle of the load; returns the calls they hit. */
@@ -71,6 +81,8 @@ export const scenarios: Scenario[] = [
   {
     name: 'iterator-expiry',
     what: "the stream poller's iterators expire again and again, and a shard rolls over",
+    // An expired iterator is re-opened where it was: events are not held up until the next one.
+    maxDeliveryMs: 1_000,
     async fault(cluster, ms) {
       let faults = 0;
       const until = performance.now() + ms * 0.8;
@@ -84,6 +96,11 @@ export const scenarios: Scenario[] = [
       }
       return faults;
     },
+  },
+  {
+    name: 'lost-responses',
+    what: 'writes are applied but their answers are lost (the SDK resends, clients retry with their keys)',
+    fault: (cluster, ms) => window(cluster, ms, [{ operations: WRITES, error: 'InternalServerError', after: true, probability: 0.5 }]),
   },
   {
     name: 'lease-stalls',
@@ -110,6 +127,8 @@ export interface Report {
   stalls: number;
   crashes: number;
   subscriberResumes: number;
+  /** Charges and appends refused at the cap (the cap check was exercised). */
+  budgetRefusals: number;
   violations: string[];
   unexpected: string[];
 }
@@ -157,10 +176,12 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
   const began = performance.now();
   try {
     const runs = ['alpha', 'beta', 'gamma'];
+    const probeRun = 'probe';
     const setup = graphql(() => cluster.urls[0] as string, history);
-    for (const id of runs) {
+    for (const id of [...runs, probeRun]) {
+      // gamma's cap is low enough that the chargers reach it within a second or two.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-        input: { id, task: 'chaos', budgetCap: 400 },
+        input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 15 : 400 },
       });
       if (created.failure) throw new Error(`could not create run ${id}: ${created.failure}`);
     }
@@ -170,6 +191,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       units: ['u1', 'u2', 'u3', 'u4'],
       history,
       stallChance: scenario.stallChance,
+      probeRun,
     });
     log(`${scenario.name}: load on, ${scenario.what}`);
     const faults = await Promise.all([scenario.fault(cluster, seconds * 1000), sleep(seconds * 1000)]).then(([n]) => n);
@@ -177,12 +199,12 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     await workload.stopLoad(15_000);
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
-    let state = await snapshot(cluster, runs);
+    let state = await snapshot(cluster, [...runs, probeRun]);
     const caughtUp = () => workload.subscriptions.every((s) => (s.events.at(-1)?.seq ?? 0) >= (state.events.get(s.runId)?.length ?? 0));
     const deadline = performance.now() + 15_000;
     while (!caughtUp() && performance.now() < deadline) await sleep(50);
     await workload.stopSubscribers();
-    state = await snapshot(cluster, runs);
+    state = await snapshot(cluster, [...runs, probeRun]);
     const violations = [
       ...unresolved.map(
         (o) =>
@@ -191,6 +213,8 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ...checkAppends(history, state),
       ...checkBudgets(history, state),
       ...checkLeases(history),
+      ...checkMutualExclusion(history),
+      ...(scenario.maxDeliveryMs ? checkDeliveryLatency(history, workload.subscriptions, probeRun, scenario.maxDeliveryMs) : []),
       ...checkSubscriptions(workload.subscriptions, state),
     ];
     const readiness = await Promise.all(
@@ -217,6 +241,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       stalls: workload.stalls,
       crashes: workload.crashes,
       subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),
+      budgetRefusals: history.operations.filter((o) => o.result?.__typename === 'BudgetExceeded').length,
       violations,
       unexpected: history.unexpected,
     };

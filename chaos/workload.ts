@@ -20,6 +20,8 @@ export interface WorkloadOptions {
   subscribers?: number;
   /** Chance that a lease worker stalls past its lease after acquiring. */
   stallChance?: number;
+  /** A run written to now and then by one client and watched by one subscriber that never drops (delivery latency). */
+  probeRun?: string;
 }
 
 /** What a subscriber got, in order, across its reconnects. */
@@ -28,13 +30,17 @@ export interface Subscription {
   events: { seq: number; op: string | null }[];
   /** Times it resumed after a dropped or closed connection. */
   resumes: number;
+  /** performance.now() at which each event arrived (parallel to events). */
+  received?: number[];
+  /** Never drops its connection on its own (the probe's subscriber). */
+  stable?: boolean;
 }
 
 const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) {
   __typename ... on Event { seq } ... on BudgetExceeded { remaining } } }`;
 const CHARGE = `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) {
   __typename ... on Budget { spent } ... on BudgetExceeded { remaining } } }`;
-const LEASE = '__typename ... on Lease { token owner }';
+const LEASE = '__typename ... on Lease { token owner acquiredAt expiresAt }';
 const ACQUIRE = `mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { ${LEASE} ... on LeaseHeld { holder } } }`;
 const RENEW = `mutation($input: RenewLeaseInput!) { renewLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
 const RELEASE = `mutation($input: ReleaseLeaseInput!) { releaseLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
@@ -55,6 +61,7 @@ export function startWorkload(options: WorkloadOptions) {
   let crashes = 0;
 
   /** Sends one operation; keyed ones are retried until answered (or the drain deadline). */
+  const performOp = (...args: Parameters<typeof perform>) => perform(...args);
   async function perform(
     client: string,
     url: () => string,
@@ -88,19 +95,27 @@ export function startWorkload(options: WorkloadOptions) {
     const url = () => urls[index % urls.length] as string;
     // Keyed and plain appenders on both servers.
     const keyed = Math.floor(index / 2) % 2 === 0;
-    for (let n = 1; generating; n++) {
-      const op = `${client}-${n}`;
-      const cost = keyed && Math.random() < 0.2 ? 1 : undefined;
-      const input = {
-        runId: pick(runs),
-        type: 'chaos',
-        payload: { op },
-        ...(cost ? { cost } : {}),
-        ...(keyed ? { idempotencyKey: op } : {}),
-      };
-      const result = await perform(client, url, 'append', APPEND, input, keyed);
+    for (let n = 1; generating; ) {
+      // Plain appenders now and then send a burst to one run at once (a tool fan-out), so that
+      // group commit writes batches of more than one.
+      const burst = !keyed && Math.random() < 0.3 ? 3 + Math.floor(Math.random() * 4) : 1;
+      const runId = pick(runs);
+      const results = await Promise.all(
+        Array.from({ length: burst }, () => {
+          const op = `${client}-${n++}`;
+          const cost = keyed && Math.random() < 0.2 ? 1 : undefined;
+          const input = {
+            runId,
+            type: 'chaos',
+            payload: { op },
+            ...(cost ? { cost } : {}),
+            ...(keyed ? { idempotencyKey: op } : {}),
+          };
+          return perform(client, url, 'append', APPEND, input, keyed);
+        }),
+      );
       // A client that got no answer waits a moment before its next request, as any would.
-      if (!result) await sleep(50 + Math.random() * 150);
+      if (results.some((r) => !r)) await sleep(50 + Math.random() * 150);
     }
   };
 
@@ -114,39 +129,47 @@ export function startWorkload(options: WorkloadOptions) {
     }
   };
 
+  const workers = options.workers ?? 6;
   const worker = async (index: number) => {
-    const owner = `worker-${index}`;
+    // Two workers share each owner name: a worker restarted under the same identity while its
+    // old incarnation still runs. Only the token tells their leases apart.
+    const owner = `worker-${index % Math.ceil(workers / 2)}`;
+    const client = `worker-${index}`;
     const url = () => urls[index % urls.length] as string;
     const stallChance = options.stallChance ?? 0.2;
+    // Half of the workers send plain lease requests (no key: the holder-write path), once each.
+    const plain = index % 2 === 1;
+    const perform = (c: string, u: () => string, kind: Operation['kind'], q: string, input: Record<string, unknown>) =>
+      performOp(c, u, kind, q, plain ? { ...input, idempotencyKey: undefined } : input, !plain);
     for (let n = 1; generating; n++) {
       const unitId = pick(units);
-      const key = (what: string) => `${owner}-${n}-${what}`;
-      const taken = await perform(owner, url, 'acquire', ACQUIRE, { unitId, owner, ttlSeconds: 1, idempotencyKey: key('acquire') }, true);
+      const key = (what: string) => `${client}-${n}-${what}`;
+      const taken = await perform(client, url, 'acquire', ACQUIRE, { unitId, owner, ttlSeconds: 1, idempotencyKey: key('acquire') });
       if (taken?.__typename !== 'Lease') {
         await sleep(Math.random() * 50);
         continue;
       }
       const token = taken.token as number;
-      await perform(owner, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-1') }, true);
+      await perform(client, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-1') });
       // A stall past the lease: a GC pause, a slow tool call. Its writes after waking must be refused if someone took over.
       if (Math.random() < stallChance) {
         stalls++;
         await sleep(1_300);
       } else await sleep(Math.random() * 100);
-      await perform(owner, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-2') }, true);
+      await perform(client, url, 'renew', RENEW, { unitId, owner, token, ttlSeconds: 1, idempotencyKey: key('renew-2') });
       // A crash: the lease is left to expire.
       if (Math.random() < 0.2) {
         crashes++;
         continue;
       }
-      await perform(owner, url, 'release', RELEASE, { unitId, owner, token, idempotencyKey: key('release') }, true);
+      await perform(client, url, 'release', RELEASE, { unitId, owner, token, idempotencyKey: key('release') });
     }
   };
 
-  const subscriber = async (index: number) => {
-    const runId = runs[index % runs.length] as string;
+  const subscriber = async (index: number, probe?: string) => {
+    const runId = probe ?? (runs[index % runs.length] as string);
     const url = urls[(index + 1) % urls.length] as string;
-    const subscription: Subscription = { runId, events: [], resumes: 0 };
+    const subscription: Subscription = { runId, events: [], resumes: 0, received: [], stable: !!probe };
     subscriptions.push(subscription);
     while (subscribing) {
       const last = subscription.events.at(-1)?.seq ?? 0;
@@ -161,20 +184,24 @@ export function startWorkload(options: WorkloadOptions) {
           },
           {
             next: ({ data }) => {
-              if (data) subscription.events.push({ seq: data.runEvents.seq, op: data.runEvents.payload?.op ?? null });
+              if (data) {
+                subscription.events.push({ seq: data.runEvents.seq, op: data.runEvents.payload?.op ?? null });
+                subscription.received?.push(performance.now());
+              }
             },
             error: () => resolve(),
             complete: () => resolve(),
           },
         );
         // Now and then the dashboard drops its connection on its own.
-        drop = setTimeout(
-          () => {
-            dispose();
-            resolve();
-          },
-          500 + Math.random() * 1_500,
-        );
+        if (!subscription.stable)
+          drop = setTimeout(
+            () => {
+              dispose();
+              resolve();
+            },
+            500 + Math.random() * 1_500,
+          );
         watch = setInterval(() => {
           if (subscribing) return;
           dispose();
@@ -192,12 +219,27 @@ export function startWorkload(options: WorkloadOptions) {
     }
   };
 
+  /** Appends to the probe run through server 0 now and then; its subscriber listens on server 1. */
+  const prober = async (runId: string) => {
+    const url = () => urls[0] as string;
+    for (let n = 1; generating; n++) {
+      const op = `prober-${n}`;
+      await perform('prober', url, 'append', APPEND, { runId, type: 'chaos', payload: { op }, idempotencyKey: op }, true);
+      await sleep(1_200);
+    }
+  };
+
   const tasks = [
     ...Array.from({ length: options.appenders ?? 8 }, (_, i) => appender(i)),
     ...Array.from({ length: options.chargers ?? 3 }, (_, i) => charger(i)),
-    ...Array.from({ length: options.workers ?? 6 }, (_, i) => worker(i)),
+    ...Array.from({ length: workers }, (_, i) => worker(i)),
+    ...(options.probeRun ? [prober(options.probeRun)] : []),
   ];
-  const watching = Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i));
+  const watching = [
+    ...Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i)),
+    // On server 1, the prober writes through server 0: only the stream poller brings its events.
+    ...(options.probeRun ? [subscriber(0, options.probeRun)] : []),
+  ];
 
   return {
     subscriptions,

@@ -15,7 +15,7 @@ describe('chaos, short mode', () => {
     async (_name, scenario) => {
       const report = await runScenario(scenario, SECONDS);
       console.log(
-        `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.violations.length} violations`,
+        `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.budgetRefusals} cap refusals, ${report.violations.length} violations`,
       );
       expect(report.violations).toEqual([]);
       // The load and the fault both happened: a quiet run proves nothing. (How much load a few
@@ -23,6 +23,8 @@ describe('chaos, short mode', () => {
       for (const kind of ['append', 'charge', 'acquire', 'renew', 'release'])
         expect(report.acknowledgedByKind[kind], kind).toBeGreaterThan(0);
       expect(report.faults + report.stalls).toBeGreaterThan(0);
+      // Run gamma's cap is low: some charge or costed append must have been refused at it.
+      expect(report.budgetRefusals).toBeGreaterThan(0);
       expect(report.subscriberResumes).toBeGreaterThan(0);
       expect([...new Set(report.unexpected)]).toEqual([]);
     },
