@@ -1,6 +1,14 @@
 /** The chaos checkers find what they are for: each broken history here must be reported, each sound one pass. */
 import { describe, expect, test } from 'vitest';
-import { checkAppends, checkBudgets, checkLeases, checkSubscriptions, type Snapshot } from '../../chaos/checkers.ts';
+import {
+  checkAppends,
+  checkBudgets,
+  checkDeliveryLatency,
+  checkLeases,
+  checkMutualExclusion,
+  checkSubscriptions,
+  type Snapshot,
+} from '../../chaos/checkers.ts';
 import { History, type Operation } from '../../chaos/history.ts';
 
 const op = (o: Partial<Operation> & Pick<Operation, 'kind' | 'input'>): Operation => ({
@@ -98,6 +106,68 @@ describe('leases', () => {
   });
   test('overlapping requests are not ordered: no report', () => {
     expect(checkLeases(historyOf(acquire(2, 0, 5), acquire(1, 1, 4, 'w2')))).toEqual([]);
+  });
+});
+
+describe('one holder at a time', () => {
+  const at = (ms: number) => new Date(ms).toISOString();
+  const lease = (kind: 'acquire' | 'renew' | 'release', owner: string, token: number, from: number, until: number) =>
+    op({
+      kind,
+      client: owner,
+      input: { unitId: 'u', owner, token, ttlSeconds: (until - from) / 1000 },
+      result: { __typename: 'Lease', token, acquiredAt: at(from), expiresAt: at(until) },
+    });
+  test('sound: the next owner takes the unit once the lease expired or was released', () => {
+    expect(checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('acquire', 'w2', 2, 2_000, 3_000)))).toEqual([]);
+    expect(
+      checkMutualExclusion(
+        historyOf(
+          lease('acquire', 'w1', 1, 1_000, 2_000),
+          lease('release', 'w1', 1, 1_000, 1_400),
+          lease('acquire', 'w2', 2, 1_500, 2_500),
+        ),
+      ),
+    ).toEqual([]);
+  });
+  test('a grant to another owner while a lease is live, or renewed, is reported', () => {
+    expect(checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('acquire', 'w2', 2, 1_500, 2_500)))).toEqual([
+      expect.stringMatching(/w2 was given token 2 at 1500 while w1 held token 1/),
+    ]);
+    expect(
+      checkMutualExclusion(
+        historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('renew', 'w1', 1, 1_800, 2_800), lease('acquire', 'w2', 2, 2_500, 3_500)),
+      ),
+    ).toEqual([expect.stringMatching(/w2 was given token 2 at 2500 while w1 held token 1 \(renew/)]);
+  });
+  test('a release of unknown outcome may have ended the lease: no report', () => {
+    const unknownRelease = op({ kind: 'release', client: 'w1', input: { unitId: 'u', owner: 'w1', token: 1 }, outcome: 'unknown' });
+    expect(
+      checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), unknownRelease, lease('acquire', 'w2', 2, 1_500, 2_500))),
+    ).toEqual([]);
+  });
+});
+
+describe('delivery latency', () => {
+  const probeAppend = (seq: number, end: number) =>
+    op({ kind: 'append', client: 'prober', input: { runId: 'p', payload: { op: `p${seq}` } }, end, result: { __typename: 'Event', seq } });
+  const watcher = (received: number[], stable = true) => ({
+    runId: 'p',
+    resumes: 0,
+    stable,
+    events: received.map((_, i) => ({ seq: i + 1, op: `p${i + 1}` })),
+    received,
+  });
+  test('sound: each probe event arrives within the limit', () => {
+    expect(checkDeliveryLatency(historyOf(probeAppend(1, 100), probeAppend(2, 1_300)), [watcher([150, 1_900])], 'p', 1_000)).toEqual([]);
+  });
+  test('a late probe event, or no subscriber on the probe run, is reported', () => {
+    expect(checkDeliveryLatency(historyOf(probeAppend(1, 100), probeAppend(2, 1_300)), [watcher([150, 2_400])], 'p', 1_000)).toEqual([
+      expect.stringMatching(/probe event 2 reached its \(connected\) subscriber 1100 ms after/),
+    ]);
+    expect(checkDeliveryLatency(historyOf(probeAppend(1, 100)), [watcher([150], false)], 'p', 1_000)).toEqual([
+      expect.stringMatching(/no subscriber on the probe run/),
+    ]);
   });
 });
 
