@@ -125,15 +125,20 @@ export function checkSubscriptions(subscriptions: Subscription[], snapshot: Snap
 }
 
 /**
- * One holder at a time: while an owner's lease is live (from the server time it was granted
- * or renewed to its expiresAt, cut short by an acknowledged release), no other owner is
- * granted the unit. Grants are read from the answers (server clocks: one machine here).
- * A lease with a release of unknown outcome is skipped: it may have ended at any time.
+ * One holder at a time. Each acquire writes a larger token, so tokens order a unit's grants
+ * as they were written, and a grant takes over the lease with the next smaller token. When
+ * that lease is another owner's, it must have ended (expired, or been released) by the
+ * grant's time. An owner taking its own unit again needs no gap (a new token, one holder).
+ * Times are the servers' own from the answers: a lease ends at its last acknowledged
+ * renew's expiresAt, or at its release. A plain release answered LeaseLost may still have
+ * taken effect (its answer lost, the resend finding the unit taken), as may one of unknown
+ * outcome: either may have ended the lease from when it was sent. A plain acquire without
+ * an acknowledgement may have been granted all the same, out of sight: a pair it could come
+ * between on either owner's side is not judged.
  */
 export function checkMutualExclusion(history: History): string[] {
   const found: string[] = [];
   const ms = (v: unknown) => new Date(v as string).getTime();
-  type Grant = { op: Operation; owner: string; token: number; from: number; until: number };
   const byUnit = new Map<string, Operation[]>();
   for (const op of history.operations) {
     if (!['acquire', 'renew', 'release'].includes(op.kind)) continue;
@@ -141,33 +146,34 @@ export function checkMutualExclusion(history: History): string[] {
     byUnit.set(unit, [...(byUnit.get(unit) ?? []), op]);
   }
   for (const [unit, ops] of byUnit) {
-    const lease = (o: Operation) => o.outcome === 'acknowledged' && o.result?.__typename === 'Lease';
-    const grants: Grant[] = ops
-      .filter((o) => (o.kind === 'acquire' || o.kind === 'renew') && lease(o))
-      .map((o) => {
-        const until = ms(o.result?.expiresAt);
-        // A renew answers with the original acquiredAt; it was granted ttl before its new end.
-        const from = o.kind === 'acquire' ? ms(o.result?.acquiredAt) : until - (o.input.ttlSeconds as number) * 1000;
-        return { op: o, owner: o.input.owner as string, token: o.result?.token as number, from, until };
-      });
-    const reported = new Set<Grant>();
-    for (const a of grants) {
-      // The owner's lease ends early when it releases it, or takes the unit again (a larger
-      // token, by either incarnation) and releases that; a release of unknown outcome may have
-      // ended it at any time.
-      const releases = ops.filter((o) => o.kind === 'release' && o.input.owner === a.owner && (o.input.token as number) >= a.token);
-      if (releases.some((r) => r.outcome === 'unknown')) continue;
-      const released = releases.filter(lease).map((r) => ms(r.result?.expiresAt));
-      const end = Math.min(a.until, ...released.filter((t) => t >= a.from));
-      for (const b of grants) {
-        if (b.op.kind !== 'acquire' || b.owner === a.owner || reported.has(b)) continue;
-        if (b.from > a.from && b.from < end) {
-          reported.add(b);
-          found.push(
-            `unit ${unit}: ${b.owner} was given token ${b.token} at ${b.from} while ${a.owner} held token ${a.token} (${a.op.kind} at ${a.from}, live until ${end})`,
-          );
-        }
-      }
+    const granted = (o: Operation) => o.outcome === 'acknowledged' && o.result?.__typename === 'Lease';
+    const ofToken = (kind: Operation['kind'], token: number) => ops.filter((o) => o.kind === kind && o.input.token === token);
+    const leases = ops
+      .filter((o) => o.kind === 'acquire' && granted(o))
+      .map((acquire) => {
+        const token = acquire.result?.token as number;
+        const renewed = ofToken('renew', token).filter(granted);
+        const releases = ofToken('release', token);
+        const ends = [
+          Math.max(ms(acquire.result?.expiresAt), ...renewed.map((r) => ms(r.result?.expiresAt))),
+          ...releases.filter(granted).map((r) => ms(r.result?.expiresAt)),
+          ...releases.filter((r) => !granted(r)).map((r) => r.sentAt),
+        ];
+        return { acquire, token, owner: acquire.input.owner as string, from: ms(acquire.result?.acquiredAt), end: Math.min(...ends) };
+      })
+      .sort((a, b) => a.token - b.token);
+    const unseen = ops.filter((o) => o.kind === 'acquire' && o.outcome !== 'acknowledged' && !o.input.idempotencyKey);
+    for (let i = 1; i < leases.length; i++) {
+      const before = leases[i - 1] as (typeof leases)[number];
+      const taker = leases[i] as (typeof leases)[number];
+      if (taker.owner === before.owner || taker.from >= before.end) continue;
+      const between = unseen.some(
+        (o) => [before.owner, taker.owner].includes(o.input.owner as string) && o.start < taker.acquire.end && o.end > before.acquire.start,
+      );
+      if (between) continue;
+      found.push(
+        `unit ${unit}: ${taker.owner} was given token ${taker.token} at ${taker.from} while ${before.owner}'s lease with token ${before.token} (from ${before.from}) was live until ${before.end}`,
+      );
     }
   }
   return found;

@@ -13,6 +13,8 @@ export interface Operation {
   /** performance.now() at the first send and at the final answer. */
   start: number;
   end: number;
+  /** Date.now() at the first send: comparable with the times servers put in answers (one machine). */
+  sentAt: number;
   outcome: Outcome;
   /** The answer's data (acknowledged or refused). */
   result?: Record<string, unknown>;

@@ -21,6 +21,7 @@ async function main() {
     const report = await runScenario(scenario, seconds, (line) => console.error(`chaos: ${line}`));
     reports.push(report);
     for (const v of report.violations.slice(0, 20)) console.error(`  VIOLATION ${v}`);
+    if (report.historyFile) console.error(`  history: ${report.historyFile}`);
     for (const u of [...new Set(report.unexpected)].slice(0, 5)) console.error(`  unexpected answer: ${u}`);
   }
   const header = [

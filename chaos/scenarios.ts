@@ -3,6 +3,9 @@
  * on it, break something in the middle, heal it, let every client finish, then check the
  * invariants over the history and the table.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../bench/clients.ts';
 import {
@@ -130,6 +133,8 @@ export interface Report {
   /** Charges and appends refused at the cap (the cap check was exercised). */
   budgetRefusals: number;
   violations: string[];
+  /** Where the history was written when there were violations (times: performance.now() of the runner). */
+  historyFile?: string;
   unexpected: string[];
 }
 
@@ -179,9 +184,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     const probeRun = 'probe';
     const setup = graphql(() => cluster.urls[0] as string, history);
     for (const id of [...runs, probeRun]) {
-      // gamma's cap is low enough that the chargers reach it within a second or two.
+      // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-        input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 15 : 400 },
+        input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
       });
       if (created.failure) throw new Error(`could not create run ${id}: ${created.failure}`);
     }
@@ -191,6 +196,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       units: ['u1', 'u2', 'u3', 'u4'],
       history,
       stallChance: scenario.stallChance,
+      cappedRun: 'gamma',
       probeRun,
     });
     log(`${scenario.name}: load on, ${scenario.what}`);
@@ -227,6 +233,21 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ),
     );
     if (!readiness.every(Boolean)) violations.push(`a server is not ready after the faults ended: ${readiness.join(', ')}`);
+    // What it takes to find out why: the whole history, what subscribers got, the table.
+    let historyFile: string | undefined;
+    if (violations.length) {
+      historyFile = join(mkdtempSync(join(tmpdir(), 'runplane-chaos-history-')), `${scenario.name}.json`);
+      writeFileSync(
+        historyFile,
+        JSON.stringify({
+          violations,
+          operations: history.operations,
+          subscriptions: workload.subscriptions,
+          events: Object.fromEntries(state.events),
+          budgets: Object.fromEntries(state.budgets),
+        }),
+      );
+    }
     return {
       scenario: scenario.name,
       seconds: (performance.now() - began) / 1000,
@@ -243,6 +264,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),
       budgetRefusals: history.operations.filter((o) => o.result?.__typename === 'BudgetExceeded').length,
       violations,
+      historyFile,
       unexpected: history.unexpected,
     };
   } finally {

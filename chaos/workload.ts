@@ -20,6 +20,8 @@ export interface WorkloadOptions {
   subscribers?: number;
   /** Chance that a lease worker stalls past its lease after acquiring. */
   stallChance?: number;
+  /** A run with a low cap that the first charger spends on alone (refusals at the cap), besides the others. */
+  cappedRun?: string;
   /** A run written to now and then by one client and watched by one subscriber that never drops (delivery latency). */
   probeRun?: string;
 }
@@ -72,6 +74,7 @@ export function startWorkload(options: WorkloadOptions) {
   ) {
     const send = graphql(url, history);
     const start = performance.now();
+    const sentAt = Date.now();
     let attempts = 0;
     let answer: Answer;
     for (;;) {
@@ -86,7 +89,7 @@ export function startWorkload(options: WorkloadOptions) {
     if (result && typename && !REFUSALS.has(typename) && !['Event', 'Budget', 'Lease'].includes(typename)) {
       history.unexpected.push(`${kind} answered ${typename}`);
     }
-    history.add({ client, kind, input, start, end: performance.now(), outcome, result, attempts, failure: answer.failure });
+    history.add({ client, kind, input, start, end: performance.now(), sentAt, outcome, result, attempts, failure: answer.failure });
     return result;
   }
 
@@ -123,7 +126,8 @@ export function startWorkload(options: WorkloadOptions) {
     const client = `charger-${index}`;
     const url = () => urls[index % urls.length] as string;
     for (let n = 1; generating; n++) {
-      const input = { runId: pick(runs), amount: 1 + Math.floor(Math.random() * 5), idempotencyKey: `${client}-${n}` };
+      const runId = index === 0 && options.cappedRun ? options.cappedRun : pick(runs);
+      const input = { runId, amount: 1 + Math.floor(Math.random() * 5), idempotencyKey: `${client}-${n}` };
       await perform(client, url, 'charge', CHARGE, input, true);
       await sleep(Math.random() * 20);
     }

@@ -17,7 +17,7 @@ describe('chaos, short mode', () => {
       console.log(
         `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.budgetRefusals} cap refusals, ${report.violations.length} violations`,
       );
-      expect(report.violations).toEqual([]);
+      expect(report.violations, `history: ${report.historyFile}`).toEqual([]);
       // The load and the fault both happened: a quiet run proves nothing. (How much load a few
       // seconds carry depends on the machine: every kind of write must have gone through.)
       for (const kind of ['append', 'charge', 'acquire', 'renew', 'release'])

@@ -15,6 +15,7 @@ const op = (o: Partial<Operation> & Pick<Operation, 'kind' | 'input'>): Operatio
   client: 'c',
   start: 0,
   end: 1,
+  sentAt: 0,
   outcome: 'acknowledged',
   attempts: 1,
   ...o,
@@ -111,13 +112,17 @@ describe('leases', () => {
 
 describe('one holder at a time', () => {
   const at = (ms: number) => new Date(ms).toISOString();
-  const lease = (kind: 'acquire' | 'renew' | 'release', owner: string, token: number, from: number, until: number) =>
+  /** A granted lease (acquire, renew or release answer) with server times; `sentAt` when it was asked. */
+  const lease = (kind: 'acquire' | 'renew' | 'release', owner: string, token: number, from: number, until: number, sentAt = from) =>
     op({
       kind,
       client: owner,
-      input: { unitId: 'u', owner, token, ttlSeconds: (until - from) / 1000 },
+      input: { unitId: 'u', owner, token },
+      sentAt,
       result: { __typename: 'Lease', token, acquiredAt: at(from), expiresAt: at(until) },
     });
+  const unanswered = (kind: 'acquire' | 'release', owner: string, sentAt: number, outcome: Operation['outcome'] = 'unknown') =>
+    op({ kind, client: owner, input: { unitId: 'u', owner, token: 1 }, sentAt, outcome });
   test('sound: the next owner takes the unit once the lease expired or was released', () => {
     expect(checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('acquire', 'w2', 2, 2_000, 3_000)))).toEqual([]);
     expect(
@@ -132,19 +137,38 @@ describe('one holder at a time', () => {
   });
   test('a grant to another owner while a lease is live, or renewed, is reported', () => {
     expect(checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('acquire', 'w2', 2, 1_500, 2_500)))).toEqual([
-      expect.stringMatching(/w2 was given token 2 at 1500 while w1 held token 1/),
+      expect.stringMatching(/w2 was given token 2 at 1500 while w1's lease with token 1 \(from 1000\) was live until 2000/),
     ]);
     expect(
       checkMutualExclusion(
-        historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('renew', 'w1', 1, 1_800, 2_800), lease('acquire', 'w2', 2, 2_500, 3_500)),
+        historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('renew', 'w1', 1, 1_000, 2_800), lease('acquire', 'w2', 2, 2_500, 3_500)),
       ),
-    ).toEqual([expect.stringMatching(/w2 was given token 2 at 2500 while w1 held token 1 \(renew/)]);
+    ).toEqual([expect.stringMatching(/w2 was given token 2 at 2500 .* live until 2800/)]);
   });
-  test('a release of unknown outcome may have ended the lease: no report', () => {
-    const unknownRelease = op({ kind: 'release', client: 'w1', input: { unitId: 'u', owner: 'w1', token: 1 }, outcome: 'unknown' });
+  test('an owner taking its unit again ends its older lease, also with an earlier time', () => {
+    // The second incarnation's request started before the first's grant and was written after it.
     expect(
-      checkMutualExclusion(historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), unknownRelease, lease('acquire', 'w2', 2, 1_500, 2_500))),
+      checkMutualExclusion(
+        historyOf(lease('acquire', 'w1', 1, 1_000, 2_000), lease('acquire', 'w1', 2, 900, 1_900), lease('acquire', 'w2', 3, 1_950, 2_950)),
+      ),
     ).toEqual([]);
+  });
+  test('a release of unknown outcome, or answered LeaseLost, may have ended the lease once sent', () => {
+    const w1 = lease('acquire', 'w1', 1, 1_000, 2_000);
+    const w2 = lease('acquire', 'w2', 2, 1_500, 2_500);
+    expect(checkMutualExclusion(historyOf(w1, unanswered('release', 'w1', 1_200), w2))).toEqual([]);
+    expect(checkMutualExclusion(historyOf(w1, unanswered('release', 'w1', 1_200, 'refused'), w2))).toEqual([]);
+    expect(checkMutualExclusion(historyOf(w1, unanswered('release', 'w1', 1_600), w2))).toEqual([
+      expect.stringMatching(/w2 was given token 2 at 1500/),
+    ]);
+  });
+  test('an unanswered plain acquire by either owner in between leaves the pair unjudged', () => {
+    const w1 = lease('acquire', 'w1', 1, 1_000, 2_000);
+    const w2 = lease('acquire', 'w2', 2, 1_500, 2_500);
+    expect(checkMutualExclusion(historyOf(w1, unanswered('acquire', 'w2', 1_100), w2))).toEqual([]);
+    // A keyed acquire is retried until answered: none is out of sight.
+    const keyed = { ...unanswered('acquire', 'w2', 1_100), input: { unitId: 'u', owner: 'w2', idempotencyKey: 'k' } };
+    expect(checkMutualExclusion(historyOf(w1, keyed, w2))).toHaveLength(1);
   });
 });
 
