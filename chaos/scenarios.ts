@@ -6,8 +6,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../bench/clients.ts';
+import { eventItem } from '../src/table/codec.ts';
 import {
   checkAppends,
   checkBudgets,
@@ -182,8 +183,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
   try {
     const runs = ['alpha', 'beta', 'gamma'];
     const probeRun = 'probe';
+    const rawRun = 'raw';
     const setup = graphql(() => cluster.urls[0] as string, history);
-    for (const id of [...runs, probeRun]) {
+    for (const id of [...runs, probeRun, rawRun]) {
       // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
         input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
@@ -198,6 +200,26 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       stallChance: scenario.stallChance,
       cappedRun: 'gamma',
       probeRun,
+      raw: {
+        runId: rawRun,
+        // Conditional and idempotent: a put that finds its own row (a lost answer, resent) landed.
+        async put(seq, op) {
+          const doc = documentClient(cluster.engineEndpoint);
+          try {
+            const item = eventItem('default', { runId: rawRun, seq, type: 'raw', payload: { op }, createdAt: new Date() }, op);
+            await doc.send(
+              new PutCommand({
+                TableName: cluster.table,
+                Item: item,
+                ConditionExpression: 'attribute_not_exists(pk) OR writeId = :w',
+                ExpressionAttributeValues: { ':w': op },
+              }),
+            );
+          } finally {
+            doc.destroy();
+          }
+        },
+      },
     });
     log(`${scenario.name}: load on, ${scenario.what}`);
     const faults = await Promise.all([scenario.fault(cluster, seconds * 1000), sleep(seconds * 1000)]).then(([n]) => n);
@@ -205,12 +227,13 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     await workload.stopLoad(15_000);
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
-    let state = await snapshot(cluster, [...runs, probeRun]);
+    const watched = [...runs, probeRun, rawRun];
+    let state = await snapshot(cluster, watched);
     const caughtUp = () => workload.subscriptions.every((s) => (s.events.at(-1)?.seq ?? 0) >= (state.events.get(s.runId)?.length ?? 0));
     const deadline = performance.now() + 15_000;
     while (!caughtUp() && performance.now() < deadline) await sleep(50);
     await workload.stopSubscribers();
-    state = await snapshot(cluster, [...runs, probeRun]);
+    state = await snapshot(cluster, watched);
     const violations = [
       ...unresolved.map(
         (o) =>
@@ -221,7 +244,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ...checkLeases(history),
       ...checkMutualExclusion(history),
       ...(scenario.maxDeliveryMs ? checkDeliveryLatency(history, workload.subscriptions, probeRun, scenario.maxDeliveryMs) : []),
-      ...checkSubscriptions(workload.subscriptions, state),
+      ...checkSubscriptions(workload.subscriptions, state, workload.lateFills),
     ];
     const readiness = await Promise.all(
       cluster.urls.map(

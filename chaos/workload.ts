@@ -2,7 +2,10 @@
  * The clients: appenders (half with idempotency keys, retried until answered; half plain,
  * sent once, so group commit is exercised), budget chargers, lease workers that stall past
  * their lease and crash without releasing, and subscribers that drop their connection and
- * resume with afterSeq. Every operation goes into the history.
+ * resume with afterSeq. Keyed appends are now and then sent to both servers at once (a double
+ * submit): the key must make them one effect. A raw writer puts events straight
+ * into the table, out of order, as a writer that bypasses the API may. Every operation goes
+ * into the history.
  */
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
@@ -24,7 +27,18 @@ export interface WorkloadOptions {
   cappedRun?: string;
   /** A run written to now and then by one client and watched by one subscriber that never drops (delivery latency). */
   probeRun?: string;
+  /** Chance that a keyed append is sent to both servers at once. */
+  hedgeChance?: number;
+  /** A run only the raw writer writes to, through `put` (the table, not the API), and one subscriber watches. */
+  raw?: { runId: string; put(seq: number, op: string): Promise<void> };
 }
+
+/**
+ * The raw writer's gap-filling puts that landed later than this after the event past them:
+ * a feed may rightly have stepped over the hole by then (it waits a second), so subscribers
+ * need not have them.
+ */
+export const LATE_FILL_MS = 600;
 
 /** What a subscriber got, in order, across its reconnects. */
 export interface Subscription {
@@ -61,6 +75,8 @@ export function startWorkload(options: WorkloadOptions) {
   let subscribing = true;
   let stalls = 0;
   let crashes = 0;
+  /** The raw writer's ops whose put filled a hole late (see LATE_FILL_MS). */
+  const lateFills = new Set<string>();
 
   /** Sends one operation; keyed ones are retried until answered (or the drain deadline). */
   const performOp = (...args: Parameters<typeof perform>) => perform(...args);
@@ -77,9 +93,17 @@ export function startWorkload(options: WorkloadOptions) {
     const sentAt = Date.now();
     let attempts = 0;
     let answer: Answer;
+    // A double submit: the first attempt goes to both servers at once; one effect, one answer.
+    const hedge = keyed && kind === 'append' && Math.random() < (options.hedgeChance ?? 0.1);
     for (;;) {
       attempts++;
-      answer = await send(query, { input });
+      if (hedge && attempts === 1) {
+        const other = () => urls[(urls.indexOf(url()) + 1) % urls.length] as string;
+        const both = await Promise.all([send(query, { input }), graphql(other, history)(query, { input })]);
+        answer = both.find((a) => a.data) ?? (both[0] as Answer);
+        const answered = new Set(both.filter((a) => a.data).map((a) => JSON.stringify(a.data)));
+        if (answered.size > 1) history.unexpected.push(`one keyed append answered ${[...answered].join(' and ')}`);
+      } else answer = await send(query, { input });
       if (answer.data || !answer.retryable || !keyed || performance.now() > retryUntil) break;
       await sleep(50 + Math.random() * 150);
     }
@@ -170,8 +194,8 @@ export function startWorkload(options: WorkloadOptions) {
     }
   };
 
-  const subscriber = async (index: number, probe?: string) => {
-    const runId = probe ?? (runs[index % runs.length] as string);
+  const subscriber = async (index: number, probe?: string, run?: string) => {
+    const runId = probe ?? run ?? (runs[index % runs.length] as string);
     const url = urls[(index + 1) % urls.length] as string;
     const subscription: Subscription = { runId, events: [], resumes: 0, received: [], stable: !!probe };
     subscriptions.push(subscription);
@@ -233,16 +257,58 @@ export function startWorkload(options: WorkloadOptions) {
     }
   };
 
+  /**
+   * Puts events straight into the table in pairs, the later seq first and the earlier a moment
+   * after (well within the feed's wait for a hole), each put retried until it lands.
+   */
+  const rawWriter = async ({ runId, put }: NonNullable<WorkloadOptions['raw']>) => {
+    const write = async (seq: number, op: string) => {
+      const start = performance.now();
+      const sentAt = Date.now();
+      for (let attempts = 1; ; attempts++) {
+        try {
+          await put(seq, op);
+          const end = performance.now();
+          history.add({
+            client: 'raw',
+            kind: 'append',
+            input: { runId, payload: { op } },
+            start,
+            end,
+            sentAt,
+            outcome: 'acknowledged',
+            result: { seq },
+            attempts,
+          });
+          return start;
+        } catch (err) {
+          // Past the drain deadline the engine is not back: give up (checkAppends reports what is missing).
+          if (performance.now() > retryUntil) throw err;
+          await sleep(20 + Math.random() * 50);
+        }
+      }
+    };
+    for (let seq = 1; generating; seq += 2) {
+      const ahead = await write(seq + 1, `raw-${seq + 1}`);
+      await sleep(50 + Math.random() * 250);
+      await write(seq, `raw-${seq}`);
+      if (performance.now() - ahead > LATE_FILL_MS) lateFills.add(`raw-${seq}`);
+      await sleep(Math.random() * 300);
+    }
+  };
+
   const tasks = [
     ...Array.from({ length: options.appenders ?? 8 }, (_, i) => appender(i)),
     ...Array.from({ length: options.chargers ?? 3 }, (_, i) => charger(i)),
     ...Array.from({ length: workers }, (_, i) => worker(i)),
     ...(options.probeRun ? [prober(options.probeRun)] : []),
+    ...(options.raw ? [rawWriter(options.raw).catch(() => {})] : []),
   ];
   const watching = [
     ...Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i)),
     // On server 1, the prober writes through server 0: only the stream poller brings its events.
     ...(options.probeRun ? [subscriber(0, options.probeRun)] : []),
+    ...(options.raw ? [subscriber(0, undefined, options.raw.runId)] : []),
   ];
 
   return {
@@ -254,6 +320,7 @@ export function startWorkload(options: WorkloadOptions) {
     get crashes() {
       return crashes;
     },
+    lateFills,
     /** Stops making new operations; those under way keep retrying (keyed) until `drainMs` from now. */
     async stopLoad(drainMs: number) {
       generating = false;
