@@ -10,15 +10,26 @@ import { join } from 'node:path';
 import { type BenchProcess, startProcess } from '../bench/server.ts';
 import type { FaultRule } from '../src/engine/faults.ts';
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
+/** Whether a port can be listened on now. */
+const canListen = (port: number) =>
+  new Promise<boolean>((resolve) => {
     const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
   });
+
+/**
+ * A free port below the ephemeral range (Linux 32768-60999, macOS 49152-65535): a process
+ * restarted on it must find it still free, and the thousands of connections the clients
+ * open take their local ports from the ephemeral range.
+ */
+async function freePort(taken: number[] = []) {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (!taken.includes(port) && (await canListen(port))) return port;
+  }
+  throw new Error('no free port between 20000 and 32000 on 127.0.0.1');
+}
 
 export interface Cluster {
   table: string;
@@ -40,9 +51,10 @@ export interface Cluster {
 export async function startCluster(servers = 2): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'runplane-chaos-'));
   const table = 'chaos';
-  const enginePort = await freePort();
+  const ports: number[] = [];
+  for (let i = 0; i <= servers; i++) ports.push(await freePort(ports));
+  const enginePort = ports.shift() as number;
   const engineEndpoint = `http://127.0.0.1:${enginePort}`;
-  const ports = await Promise.all(Array.from({ length: servers }, freePort));
   let engine: BenchProcess | undefined;
   const running: (BenchProcess | undefined)[] = [];
 
