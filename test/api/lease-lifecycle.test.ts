@@ -25,11 +25,19 @@ const call = async (mutation: 'acquireLease' | 'renewLease' | 'releaseLease', in
   return data[mutation];
 };
 const acquire = (unitId: string, owner: string, ttlSeconds = 60) => call('acquireLease', { unitId, owner, ttlSeconds });
-const renew = (unitId: string, owner: string, token: number, ttlSeconds = 60) => call('renewLease', { unitId, owner, token, ttlSeconds });
 const release = (unitId: string, owner: string, token: number) => call('releaseLease', { unitId, owner, token });
 const current = async (unitId: string) => (await api.gql(`query($u: ID!) { lease(unitId: $u) { owner token } }`, { u: unitId })).data.lease;
 
-describe('lease lifecycle', () => {
+describe.each([
+  ['plain', false],
+  ['with idempotency keys', true],
+] as const)('lease lifecycle, %s', (_how, keyed) => {
+  const key = () => (keyed ? { idempotencyKey: uniqueName('key') } : {});
+  const acquire = (unitId: string, owner: string, ttlSeconds = 60) => call('acquireLease', { unitId, owner, ttlSeconds, ...key() });
+  const renew = (unitId: string, owner: string, token: number, ttlSeconds = 60) =>
+    call('renewLease', { unitId, owner, token, ttlSeconds, ...key() });
+  const release = (unitId: string, owner: string, token: number) => call('releaseLease', { unitId, owner, token, ...key() });
+
   test('renew by the holder extends the expiry, keeping the token', async () => {
     const unitId = uniqueName('unit');
     const taken = await acquire(unitId, 'a', 10);
@@ -70,7 +78,9 @@ describe('lease lifecycle', () => {
     expect(next).toMatchObject({ __typename: 'Lease', owner: 'b' });
     expect(next.token).toBeGreaterThan(taken.token);
   });
+});
 
+describe('lease lifecycle', () => {
   test('tokens strictly increase over acquire, release, reacquire, expiry, reclaim and the row being deleted', async () => {
     const unitId = uniqueName('unit');
     const tokens: number[] = [];

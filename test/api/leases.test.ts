@@ -15,12 +15,19 @@ const ACQUIRE = `mutation($input: AcquireLeaseInput!) {
     ... on LeaseHeld { message unitId holder expiresAt }
   }
 }`;
-const acquire = async (unitId: string, owner: string, ttlSeconds = 60) =>
-  (await api.gql(ACQUIRE, { input: { unitId, owner, ttlSeconds } })).data?.acquireLease;
 const lease = async (unitId: string) =>
   (await api.gql(`query($u: ID!) { lease(unitId: $u) { owner token expiresAt } }`, { u: unitId })).data?.lease;
 
-describe('acquireLease', () => {
+// Plain requests take one conditional update; keyed ones read the row and write the whole
+// lease, conditioned on its version: each path must keep every rule.
+describe.each([
+  ['plain', false],
+  ['with an idempotency key', true],
+] as const)('acquireLease, %s', (_how, keyed) => {
+  const acquire = async (unitId: string, owner: string, ttlSeconds = 60) =>
+    (await api.gql(ACQUIRE, { input: { unitId, owner, ttlSeconds, ...(keyed ? { idempotencyKey: uniqueName('key') } : {}) } })).data
+      ?.acquireLease;
+
   test('takes a free unit for ttlSeconds with a fencing token', async () => {
     const unitId = uniqueName('unit');
     const before = Date.now();
