@@ -233,4 +233,11 @@ describe('subscriptions', () => {
       ),
     ).toEqual([expect.stringMatching(/event 2 is seq 1/)]);
   });
+  test('a hole filled too late may be stepped over, and only that one', () => {
+    const got = (...seqs: number[]) => [{ runId: 'r', resumes: 0, events: seqs.map((seq) => ({ seq, op: 'abc'[seq - 1] ?? null })) }];
+    expect(checkSubscriptions(got(1, 3), snapshot(['a', 'b', 'c']), new Set(['b']))).toEqual([]);
+    expect(checkSubscriptions(got(1, 3), snapshot(['a', 'b', 'c']), new Set(['a']))).toContainEqual(
+      expect.stringMatching(/got 1 events, the run has 2/),
+    );
+  });
 });
