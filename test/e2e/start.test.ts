@@ -1,28 +1,15 @@
 /** `npm start` as a newcomer runs it: a child process, real ports, data on disk across restarts. */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
+import { startMain } from '../support/main-process.ts';
 import { waitFor } from '../support/wait.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'runplane-start-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-function start(env: Record<string, string>) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', RUNPLANE_DATA_DIR: dataDir, ...env },
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    output += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { child, exited, output: () => output };
-}
+const start = (env: Record<string, string>) => startMain({ RUNPLANE_DATA_DIR: dataDir, ...env });
 
 async function graphql(url: string, query: string) {
   const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });
