@@ -35,10 +35,6 @@ export const DEFAULT_RUN_RETENTION_DAYS = 30;
 export const DEFAULT_LEASE_RETENTION_DAYS = 30;
 export const DEFAULT_PAGE_SIZE = 50;
 
-export function isId(value: string) {
-  return ID_PATTERN.test(value);
-}
-
 /** DynamoDB stores numbers of magnitude 1e-130 up to (not including) 1e126, and 0. */
 const storable = (n: number) => n === 0 || (Number.isFinite(n) && Math.abs(n) >= 1e-130 && Math.abs(n) < 1e126);
 
@@ -61,6 +57,24 @@ export function nestsDeeperThan(value: unknown, max: number) {
     if (current === null || typeof current !== 'object') continue;
     if (depth + 1 > max) return true;
     for (const child of Object.values(current)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * A payload key JavaScript gives a meaning of its own: assigning it sets an object's
+ * prototype, so JSON libraries (the AWS SDK's marshaller among them) silently drop it.
+ */
+export const RESERVED_PAYLOAD_KEY = '__proto__';
+
+/** Whether a JSON value holds an object with the key `__proto__` anywhere. */
+export function hasReservedKey(value: unknown) {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const current = stack.pop();
+    if (current === null || typeof current !== 'object') continue;
+    if (!Array.isArray(current) && Object.hasOwn(current, RESERVED_PAYLOAD_KEY)) return true;
+    stack.push(...Object.values(current));
   }
   return false;
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   EVENT_TYPE_PATTERN,
   EVENT_TYPE_RULE,
+  hasReservedKey,
   hasUnstorableNumber,
   ID_PATTERN,
   ID_RULE,
@@ -10,6 +11,7 @@ import {
   MAX_OWNER_LENGTH,
   MAX_PAYLOAD_DEPTH,
   nestsDeeperThan,
+  RESERVED_PAYLOAD_KEY,
 } from '../domain/limits.ts';
 
 export const id = z.string().regex(ID_PATTERN, `must be ${ID_RULE}`);
@@ -36,5 +38,6 @@ export const payload = z
   .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`)
   .refine(
     (value) => !hasUnstorableNumber(value),
-    'must only hold numbers DynamoDB can store: 0, or a magnitude from 1e-130 to below 1e126',
-  );
+    'must only hold numbers DynamoDB can store: 0, or a magnitude from 1e-130 to below 1e126 (no NaN or Infinity)',
+  )
+  .refine((value) => !hasReservedKey(value), `must not use the object key ${RESERVED_PAYLOAD_KEY} (JavaScript reserves it; rename it)`);

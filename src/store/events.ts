@@ -4,10 +4,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { ContentionExceeded, InvalidInput, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
-import { attr, eventItem, toEvent } from '../table/codec.ts';
+import { marshallOptions } from '../table/client.ts';
+import { attr, eventItem, storable, toEvent } from '../table/codec.ts';
 import { conditions } from '../table/conditions.ts';
 import { eventSk, keys } from '../table/keys.ts';
 import { chargeRefusal, chargeUpdate } from './budgets.ts';
@@ -167,7 +169,19 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
 
   // Only an error that proves nothing was written sends a batch back one append at a time: after
   // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
-  const grouped = createGroupCommit(commitBatch, (err) => (err as Error)?.name === 'ValidationException');
+  const grouped = createGroupCommit({
+    commit: commitBatch,
+    alone: (err) => err instanceof InvalidInput || (err as Error)?.name === 'ValidationException',
+    measure: (_type, payload) => {
+      // Marshalled here, alone: a payload the SDK cannot take fails this append, not its batch.
+      try {
+        marshall({ [attr.payload]: storable(payload) }, marshallOptions);
+      } catch (err) {
+        throw new InvalidInput('input.payload', `cannot be stored: ${(err as Error).message}`);
+      }
+      return 512 + Buffer.byteLength(JSON.stringify(payload ?? null));
+    },
+  });
 
   async function appendOnce({ tenant, runId, type, payload, seq, cost }: AppendEvent, claim?: (event: RunEvent) => TransactItem) {
     const runKey = `${tenant}\u0000${runId}`;

@@ -22,11 +22,18 @@ const MAX_BATCH_BYTES = 3 * 1024 * 1024;
 
 type Commit = (tenant: string, runId: string, batch: Waiting[]) => Promise<RunEvent[]>;
 
-/**
- * `alone(err)`: whether a batch that failed with err should be tried again one append at a
- * time; only for errors that prove the batch was not written.
- */
-export function createGroupCommit(commit: Commit, alone: (err: unknown) => boolean) {
+export interface GroupCommitOptions {
+  commit: Commit;
+  /** Whether a batch that failed with err is tried again one append at a time: only for errors that prove it was not written. */
+  alone: (err: unknown) => boolean;
+  /**
+   * The size of an append's item, checking on the way that it can be stored at all; throws
+   * for one that cannot, which then fails alone, before it joins a batch.
+   */
+  measure: (type: string, payload: unknown) => number;
+}
+
+export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions) {
   const queues = new Map<string, { waiting: Waiting[]; draining: boolean }>();
 
   async function drain(tenant: string, runId: string, key: string) {
@@ -71,7 +78,8 @@ export function createGroupCommit(commit: Commit, alone: (err: unknown) => boole
       }
       const target = queue;
       return new Promise<RunEvent>((resolve, reject) => {
-        target.waiting.push({ type, payload, createdAt, bytes: 512 + Buffer.byteLength(JSON.stringify(payload ?? null)), resolve, reject });
+        const bytes = measure(type, payload);
+        target.waiting.push({ type, payload, createdAt, bytes, resolve, reject });
         void drain(tenant, runId, key);
       });
     },

@@ -3,7 +3,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
+import type { marshallOptions as MarshallOptions, unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
 import type { HttpAuthScheme } from '@smithy/types';
 import { type Answer, inProcessHandler } from './in-process.ts';
 
@@ -18,6 +18,13 @@ export interface DynamoConnection {
   /** The embedded engine of this process: requests go to it directly instead of over HTTP. */
   inProcess?: Answer;
 }
+
+/** JSON numbers are doubles: store the ones beyond 2^53 as they are, as JSON itself would. */
+export const marshallOptions: MarshallOptions = {
+  removeUndefinedValues: true,
+  convertClassInstanceToMap: false,
+  allowImpreciseNumbers: true,
+};
 
 /** JSON payloads may hold numbers beyond 2^53: read them as doubles, as JSON does, instead of failing. */
 export const unmarshallOptions: UnmarshallOptions = { wrapNumbers: (value: string) => Number(value) };
@@ -40,9 +47,8 @@ export function createClients(connection: DynamoConnection) {
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
   const doc = DynamoDBDocumentClient.from(dynamo, {
-    // JSON numbers are doubles: store the ones beyond 2^53 as they are, as JSON itself would.
-    marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false, allowImpreciseNumbers: true },
-    // A copy: the document client writes its own settings into the object it is given.
+    // Copies: the document client writes its own settings into the objects it is given.
+    marshallOptions: { ...marshallOptions },
     unmarshallOptions: { ...unmarshallOptions },
   });
   const streamsEndpoint = connection.streamsEndpoint ?? connection.endpoint;

@@ -91,6 +91,29 @@ export function toBudget(item: Item): Budget {
   };
 }
 
+/**
+ * A JSON value in a form the AWS SDK's marshaller stores faithfully. It picks a DynamoDB
+ * type by `value.constructor.name`, so an object with its own key `constructor` (say
+ * `{"constructor": {"name": "Set"}}`) would be refused or, worse, stored as something else.
+ * Such objects go as Maps, which it stores key by key; everything else goes as it is.
+ */
+export function storable(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    const stored = value.map(storable);
+    return stored.some((child, i) => child !== value[i]) ? stored : value;
+  }
+  const object = value as Record<string, unknown>;
+  let asMap = Object.hasOwn(object, 'constructor');
+  const keys = Object.keys(object);
+  const stored = keys.map((key) => {
+    const child = storable(object[key]);
+    if (child !== object[key]) asMap = true;
+    return child;
+  });
+  return asMap ? new Map(keys.map((key, i) => [key, stored[i]])) : value;
+}
+
 export function eventItem(tenant: string, event: RunEvent, writeId: string): Item {
   return {
     ...keys.event(tenant, event.runId, event.seq),
@@ -99,7 +122,7 @@ export function eventItem(tenant: string, event: RunEvent, writeId: string): Ite
     [attr.runId]: event.runId,
     [attr.seq]: event.seq,
     [attr.type]: event.type,
-    [attr.payload]: event.payload ?? null,
+    [attr.payload]: storable(event.payload ?? null),
     [attr.createdAt]: event.createdAt.toISOString(),
   };
 }

@@ -168,14 +168,15 @@ describe('batching', () => {
   test('a batch holds at most 100 appends and about 3 MB, DynamoDB limits for one transaction', async () => {
     const sizes: Array<{ count: number; bytes: number }> = [];
     let seq = 0;
-    const group = createGroupCommit(
-      async (_tenant, runId, batch) => {
+    const group = createGroupCommit({
+      commit: async (_tenant, runId, batch) => {
         sizes.push({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) });
         await new Promise((resolve) => setImmediate(resolve));
         return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
       },
-      () => false,
-    );
+      alone: () => false,
+      measure: (_type, payload) => 512 + JSON.stringify(payload).length,
+    });
     const small = await Promise.all(range(250).map(() => group.append('t', 'r', 'step', { i: 1 }, new Date())));
     expect(small.map((e) => e.seq)).toEqual(range(250));
     expect(Math.max(...sizes.map((s) => s.count))).toBe(100);

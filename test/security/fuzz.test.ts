@@ -50,8 +50,23 @@ const anyValue = fc.oneof(
   fc.array(fc.integer(), { maxLength: 3 }),
   fc.object({ maxDepth: 2 }),
 );
+/** Keys that mean something to JavaScript objects: chosen on purpose, not left to chance. */
+const TRICKY_KEYS = ['constructor', '__proto__', 'prototype', 'toString', 'valueOf', 'hasOwnProperty', 'isPrototypeOf', '__defineGetter__'];
+const trickyKey = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...TRICKY_KEYS) }, fc.string({ maxLength: 10 }));
+/** JSON values whose objects use those keys, at any depth (fast-check keeps `__proto__` as a real key). */
+const trickyJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.jsonValue({ maxDepth: 1 }),
+    fc.array(tie('value'), { maxLength: 3 }),
+    fc.dictionary(trickyKey, tie('value'), { maxKeys: 4 }),
+    fc.record({
+      constructor: fc.oneof(fc.record({ name: fc.constantFrom('Set', 'Map', 'Number', 'String', 'Uint8Array') }), tie('value')),
+    }),
+  ),
+})).value;
 const deepJson = fc.integer({ min: 20, max: 400 }).map((depth) => JSON.parse(`${'['.repeat(depth)}1${']'.repeat(depth)}`));
-const payload = fc.oneof(fc.jsonValue({ maxDepth: 4 }), deepJson, fc.constant({ big: 'x'.repeat(70_000) }), anyValue);
+const payload = fc.oneof(fc.jsonValue({ maxDepth: 4 }), trickyJson, deepJson, fc.constant({ big: 'x'.repeat(70_000) }), anyValue);
 const status = fc.oneof(fc.constantFrom('RUNNING', 'COMPLETED', 'CANCELLED', 'WAITING_FOR_TOOL'), hostileString);
 
 /** Per mutation: a valid input, and what each field may be instead. */
@@ -144,4 +159,62 @@ describe('hostile input against every mutation', () => {
       );
     });
   }
+});
+
+/** Whether a JSON value has an object with the key `__proto__` (the one key the API refuses, by its documented rule). */
+const hasProtoKey = (value: unknown): boolean =>
+  value !== null &&
+  typeof value === 'object' &&
+  ((!Array.isArray(value) && Object.hasOwn(value, '__proto__')) || Object.values(value).some(hasProtoKey));
+/** Whether it holds a number DynamoDB cannot store (README: 0, or a magnitude from 1e-130 to below 1e126). */
+const hasUnstorable = (value: unknown): boolean =>
+  typeof value === 'number'
+    ? value !== 0 && !(Math.abs(value) >= 1e-130 && Math.abs(value) < 1e126)
+    : value !== null && typeof value === 'object' && Object.values(value).some(hasUnstorable);
+
+describe('hostile payloads in concurrent batches', () => {
+  test('every append of a batch is stored exactly as sent or refused alone; none fails for another', async () => {
+    let batchNumber = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(trickyJson, { minLength: 2, maxLength: 24 }), async (payloads) => {
+        const runId = `fuzz-batch-${++batchNumber}`;
+        await api.gql(`mutation { createRun(input: { id: "${runId}", task: "batch", budgetCap: 1 }) { __typename } }`);
+        const query = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
+        const answers = await Promise.all(
+          payloads.map(async (payload, i) => {
+            const response = await fetch(api.url, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ query, variables: { input: { runId, type: 'fuzz', payload: { i, payload } } } }),
+            });
+            expect(response.status).toBeLessThan(500);
+            return (await response.json()) as {
+              data?: { appendEvent?: { seq: number } };
+              errors?: { message: string; extensions?: { code?: string } }[];
+            };
+          }),
+        );
+        const stored = await api.gql(`{ run(id: "${runId}", consistent: true) { events(first: 100) { edges { node { seq payload } } } } }`);
+        const events = (stored.data.run.events.edges as { node: { seq: number; payload: { i: number; payload: unknown } } }[]).map(
+          (e) => e.node,
+        );
+        expect(events.map((e) => e.seq)).toEqual(events.map((_, k) => k + 1));
+        for (const [i, answer] of answers.entries()) {
+          const refused = hasProtoKey(payloads[i]) || hasUnstorable(payloads[i]);
+          if (refused) {
+            expect(answer.errors?.[0]?.extensions?.code, JSON.stringify(answer)).toBe('BAD_USER_INPUT');
+            expect(answer.errors?.[0]?.message).toMatch(/input\.payload: must (not use the object key __proto__|only hold numbers)/);
+            expect(events.some((e) => e.payload.i === i)).toBe(false);
+          } else {
+            expect(answer.data?.appendEvent?.seq, JSON.stringify(answer)).toBeGreaterThan(0);
+            expect(events.find((e) => e.seq === answer.data?.appendEvent?.seq)?.payload).toEqual({
+              i,
+              payload: JSON.parse(JSON.stringify(payloads[i])),
+            });
+          }
+        }
+      }),
+      { numRuns: 40 },
+    );
+  });
 });
