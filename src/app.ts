@@ -1,68 +1,173 @@
 /** The HTTP side: graphql-yoga on node:http (GraphiQL, SSE) and graphql-ws on the same path. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { type execute, GraphQLError, type GraphQLSchema } from 'graphql';
+import { type ExecutionArgs, type execute, GraphQLError, type GraphQLSchema, getOperationAST } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { createYoga } from 'graphql-yoga';
 import { type WebSocket, WebSocketServer } from 'ws';
 import { type ApiKeys, bearer, type Principal } from './auth.ts';
 import { maskError } from './client-errors.ts';
-import type { Context } from './context.ts';
+import type { ConnectionLimits, Limits } from './config.ts';
+import type { Connection, Context } from './context.ts';
 import { guards } from './guards.ts';
+import { type Admission, type ConnectionSlot, createAdmission, type Release } from './http/admission.ts';
+import { guardConnections } from './http/connections.ts';
+import { type CostRules, checkCost } from './http/cost.ts';
+import { createSessions } from './http/sessions.ts';
+import { sseDelivery } from './http/sse.ts';
+import { codes } from './schema/error-codes.ts';
 import { sharedDelivery } from './shared-delivery.ts';
+import { SendBudget } from './streams/send-budget.ts';
 import { subscribeOverSocket } from './ws-delivery.ts';
 
 export interface AppDeps {
   schema: GraphQLSchema;
   apiKeys: ApiKeys;
-  /** The context of one operation, for the principal its key belongs to. */
-  context: (principal: Principal) => Context;
+  /** The context of one operation, for the principal its key belongs to, on the connection it came on. */
+  context: (principal: Principal, connection: Connection) => Context;
   graphiql: boolean;
   introspection: boolean;
-  fieldSuggestions: boolean;
+  /** Tell clients the nearest name when they misspell one (off in production: it reveals the schema). */
+  suggestions: boolean;
   /** Largest request body (and WebSocket message) accepted. */
   maxBodyBytes: number;
+  limits: Limits;
+  connections: ConnectionLimits;
   /** Where unexpected errors go in full; clients only see a masked message. */
   logError?: (error: unknown) => void;
   /** The text served at GET /metrics (Prometheus format); absent: no /metrics. */
   metrics?: () => string;
   /** GET /ready: whether DynamoDB answers now (absent: always ready). */
   ready?: () => Promise<{ ready: boolean; reason?: string }>;
+  /** Where every connection's send budget adds what it holds (for /metrics). */
+  sendBuffers?: { held: number };
 }
 
 export interface App {
   readonly server: Server;
+  readonly admission: Admission;
   /** Listens; resolves to the /graphql URL. */
   start(port: number, host: string): Promise<string>;
   /** Tells WebSocket clients it is going away, stops accepting, and waits (up to `graceMs`) for requests in flight. */
   stop(graceMs?: number): Promise<void>;
 }
 
-const unauthenticated = (message: string) => new GraphQLError(message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+/** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
+const MAX_ID_LENGTH = 128;
+const MAX_OPERATION_NAME_LENGTH = 256;
+
+const unauthenticated = (message: string) =>
+  new GraphQLError(message, { extensions: { code: codes.unauthenticated, http: { status: 401 } } });
 
 /** The key of a WebSocket connection: connectionParams.authorization ("Bearer <key>") or .apiKey. */
 function socketKey(params: Readonly<Record<string, unknown>> | undefined) {
   return bearer(params?.authorization ?? params?.Authorization) ?? (typeof params?.apiKey === 'string' ? params.apiKey : undefined);
 }
 
-export function buildApp(deps: AppDeps): App {
-  const { schema, apiKeys, context, maxBodyBytes, logError = (e) => console.error('runplane:', e) } = deps;
+const refusalOf = (key: string | undefined) =>
+  unauthenticated(key ? 'This API key is not valid (unknown or revoked)' : 'An API key is required: Authorization: Bearer <key>');
 
-  /** Who is asking: from the HTTP Authorization header, or the WebSocket's connectionParams. */
-  const principalOf = (initial: { request?: Request; connectionParams?: Readonly<Record<string, unknown>> }) => {
-    const key = initial.connectionParams ? socketKey(initial.connectionParams) : bearer(initial.request?.headers.get('authorization'));
-    const principal = apiKeys.authenticate(key);
-    if (!principal)
-      throw unauthenticated(key ? 'This API key is not valid (unknown or revoked)' : 'An API key is required: Authorization: Bearer <key>');
-    return principal;
+/** A request GraphiQL's page is served for (it carries no key: the page asks for one). */
+const wantsPage = (req: IncomingMessage) => req.method === 'GET' && /text\/html/.test(req.headers.accept ?? '');
+
+/** Node request -> what yoga's context needs: who asks, on which connection. */
+interface Served {
+  principal: Principal;
+  connection: Connection;
+}
+const served = new WeakMap<IncomingMessage, Served>();
+
+export function buildApp(deps: AppDeps): App {
+  const { schema, apiKeys, context, maxBodyBytes, limits, connections, logError = (e) => console.error('runplane:', e) } = deps;
+  const admission = createAdmission(connections);
+  const sessions = createSessions();
+  const cost: CostRules = {
+    maxCost: limits.maxQueryCost,
+    maxPageSize: limits.maxPageSize,
+    defaultPageSize: 50,
+    weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024) },
+  };
+  const mask = maskError(logError);
+  const newConnection = (transport: Connection['transport'], address: string): Connection => ({
+    transport,
+    address,
+    budget: new SendBudget(connections.sendBufferBytes, deps.sendBuffers),
+  });
+
+  /** Subscriptions over SSE: admitted per tenant and per address, revocable, given back when they end. */
+  const sseAdmission = {
+    onSubscribe({ args, setResultAndStopExecution }: { args: ExecutionArgs; setResultAndStopExecution: (r: never) => void }) {
+      const { tenant, keyId, connection } = args.contextValue as Context;
+      // Over WebSocket, subscriptions are admitted (and given back) with their socket.
+      if (connection.transport !== 'http') return;
+      const connected = admission.connect(tenant);
+      if (connected instanceof GraphQLError) return setResultAndStopExecution({ errors: [connected] } as never);
+      const subscribed = admission.subscribe(tenant, { address: connection.address });
+      if (subscribed instanceof GraphQLError) {
+        connected();
+        return setResultAndStopExecution({ errors: [subscribed] } as never);
+      }
+      const release = () => {
+        connected();
+        subscribed();
+      };
+      return {
+        onSubscribeResult({ result, setResult }: { result: unknown; setResult: (r: never) => void }) {
+          if (!(Symbol.asyncIterator in (result as object))) return release();
+          setResult(revocable(result as AsyncIterableIterator<unknown>, keyId, release) as never);
+        },
+      };
+    },
   };
 
-  const mask = maskError(logError);
-  const yoga = createYoga<object, Context>({
+  /** Ends a stream when its key is revoked (the client gets UNAUTHENTICATED), and gives its place back however it ends. */
+  function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, release: Release): AsyncIterableIterator<T> {
+    let revoked: ((err: unknown) => void) | undefined;
+    const ended = new Promise<never>((_, reject) => {
+      revoked = reject;
+    });
+    ended.catch(() => undefined);
+    const forget = sessions.track(keyId, () => {
+      revoked?.(unauthenticated('This API key was revoked'));
+      void source.return?.();
+    });
+    const finish = () => {
+      forget();
+      release();
+    };
+    return {
+      async next() {
+        try {
+          const item = await Promise.race([source.next(), ended]);
+          if (item.done) finish();
+          return item;
+        } catch (err) {
+          finish();
+          throw err;
+        }
+      },
+      async return() {
+        finish();
+        await source.return?.();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+
+  const yoga = createYoga<{ req: IncomingMessage }, Context>({
     schema,
     graphqlEndpoint: '/graphql',
-    context: (initial) => context(principalOf(initial as never)),
+    // HTTP: who asked was settled before yoga saw the request; WebSocket: onSubscribe hands it in.
+    context: (initial) => {
+      const given = initial as Partial<Served> & { req?: IncomingMessage };
+      const known = given.principal && given.connection ? (given as Served) : given.req && served.get(given.req);
+      if (!known) throw unauthenticated('An API key is required: Authorization: Bearer <key>');
+      return context(known.principal, known.connection);
+    },
     graphiql: deps.graphiql ? { title: 'Runplane' } : false,
     // GraphiQL served from this process, not a CDN: it works offline.
     renderGraphiQL,
@@ -71,22 +176,22 @@ export function buildApp(deps: AppDeps): App {
     maskedErrors: { maskError: mask, isDev: false },
     // One operation per request: a batch would multiply every limit below.
     batching: false,
-    plugins: [...guards({ introspection: deps.introspection, fieldSuggestions: deps.fieldSuggestions }), sharedDelivery],
+    plugins: [
+      ...guards({ introspection: deps.introspection, suggestions: deps.suggestions, cost }),
+      sseAdmission as never,
+      sharedDelivery,
+      sseDelivery(mask),
+    ],
     logging: false,
   });
 
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const refuse = (status: number, message: string) => {
+  const server = createServer({ connectionsCheckingInterval: 1_000 }, (req: IncomingMessage, res: ServerResponse) => {
+    const refuse = (status: number, code: string, message: string) => {
       res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
-      res.end(JSON.stringify({ errors: [{ message, extensions: { code: status === 413 ? 'PAYLOAD_TOO_LARGE' : 'LENGTH_REQUIRED' } }] }));
-      req.resume();
+      res.end(JSON.stringify({ errors: [{ message, extensions: { code } }] }));
+      // Nothing more is read from this client: an unread body is dropped with the connection.
+      res.on('finish', () => req.socket.destroySoon());
     };
-    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes)
-      return refuse(413, `The request body is larger than ${maxBodyBytes} bytes`);
-    // Without a length the body's size is only known once it is read: ask for one instead.
-    if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
-      return refuse(411, 'Send the request body with a Content-Length');
-    }
     const path = req.url?.split('?')[0];
     if (req.method === 'GET' && path === '/metrics' && deps.metrics) {
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
@@ -107,25 +212,80 @@ export function buildApp(deps: AppDeps): App {
       });
       return;
     }
-    void yoga(req, res);
+    // Who asks, before anything of the request is read or parsed: a request without a valid key costs nothing more.
+    const key = bearer(req.headers.authorization);
+    const principal = apiKeys.authenticate(key);
+    if (!principal && !(deps.graphiql && wantsPage(req))) {
+      return refuse(401, codes.unauthenticated, refusalOf(key).message);
+    }
+    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
+      return refuse(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes`);
+    }
+    // Without a length the body's size is only known once it is read: ask for one instead.
+    if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
+      return refuse(411, 'LENGTH_REQUIRED', 'Send the request body with a Content-Length');
+    }
+    if (principal) served.set(req, { principal, connection: newConnection('http', req.socket.remoteAddress ?? '') });
+    void yoga(req, res, { req });
   });
+  const guarded = guardConnections(server, connections);
+  const stopWatching = apiKeys.watch((keyIds) => sessions.revoke(keyIds));
+
+  /** What a WebSocket holds once its key is accepted. */
+  interface SocketSession {
+    connection: Connection;
+    slot: ConnectionSlot;
+  }
+  const socketSessions = new WeakMap<WebSocket, SocketSession>();
 
   // graphql-ws on the same path, through yoga's envelope: one context, the same limits and plugins.
   const webSockets = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: maxBodyBytes });
   const graphqlWs = useServer(
     {
-      // A bad or missing key closes the socket with 4403 Forbidden at connection_init.
-      onConnect: (ctx) => apiKeys.authenticate(socketKey(ctx.connectionParams)) !== undefined,
+      connectionInitWaitTimeout: connections.connectionInitTimeoutMs,
+      onConnect: (ctx) => {
+        const socket = ctx.extra.socket;
+        // A bad or missing key closes the socket with 4403 Forbidden at connection_init.
+        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+        if (!principal) return false;
+        const connected = admission.connect(principal.tenant);
+        if (connected instanceof GraphQLError) {
+          socket.close(4429, connected.message.slice(0, 120));
+          return false;
+        }
+        const forget = sessions.track(principal.keyId, () => socket.close(4403, 'This API key was revoked'));
+        socket.once('close', () => {
+          connected();
+          forget();
+        });
+        const address = ctx.extra.request.socket.remoteAddress ?? '';
+        socketSessions.set(socket, { connection: newConnection('ws', address), slot: admission.slot() });
+        return true;
+      },
       execute: (args) => (args.rootValue as { execute: typeof execute }).execute(args),
       subscribe: (args) => {
-        const { socket, id } = args.rootValue as { socket: WebSocket; id: string };
-        return subscribeOverSocket(args, socket, id, mask);
+        const root = args.rootValue as { socket: WebSocket; id: string; budget: SendBudget; release: Release };
+        return subscribeOverSocket(args, { ...root, mask });
       },
       onSubscribe: async (ctx, id, payload) => {
+        const socket = ctx.extra.socket;
+        if (id.length > MAX_ID_LENGTH) {
+          socket.close(4400, `Subscription ids are at most ${MAX_ID_LENGTH} characters`);
+          return [];
+        }
+        if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
+          return [
+            new GraphQLError(`Operation names are at most ${MAX_OPERATION_NAME_LENGTH} characters`, {
+              extensions: { code: codes.badRequest },
+            }),
+          ];
+        }
+        const session = socketSessions.get(socket);
+        if (!session) return [unauthenticated('Send connection_init with an API key first')];
         const enveloped = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
-          socket: ctx.extra.socket,
+          socket,
           params: payload,
           connectionParams: ctx.connectionParams ?? {},
         });
@@ -135,15 +295,25 @@ export function buildApp(deps: AppDeps): App {
           document = enveloped.parse(payload.query);
           const errors = enveloped.validate(enveloped.schema, document);
           if (errors.length > 0) return errors;
+          checkCost(enveloped.schema, document, payload.operationName, payload.variables, cost);
         } catch (err) {
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
+        // The key is checked again for each operation: a key revoked since connecting stops here.
+        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+        if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
+        let release: Release = () => {};
+        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+          const admitted = admission.subscribe(principal.tenant, { slot: session.slot });
+          if (admitted instanceof GraphQLError) return [admitted];
+          release = admitted;
+        }
         let contextValue: Context;
         try {
-          // The key is checked again for each operation: a key revoked since connecting stops here.
-          contextValue = (await enveloped.contextFactory()) as Context;
+          contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
         } catch (err) {
+          release();
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
@@ -153,21 +323,16 @@ export function buildApp(deps: AppDeps): App {
           document,
           variableValues: payload.variables,
           contextValue,
-          rootValue: { execute: enveloped.execute, socket: ctx.extra.socket, id },
+          rootValue: { execute: enveloped.execute, socket, id, budget: session.connection.budget, release },
         };
       },
     },
     webSockets,
   );
 
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
   return {
     server,
+    admission,
     start: (port, host) =>
       new Promise((resolve, reject) => {
         server.once('error', reject);
@@ -179,6 +344,7 @@ export function buildApp(deps: AppDeps): App {
         });
       }),
     async stop(graceMs = 5_000) {
+      stopWatching[Symbol.dispose]();
       // WebSocket clients are told the server is going away (1001), then HTTP stops accepting.
       await graphqlWs.dispose();
       await new Promise<void>((resolve) => {
@@ -187,7 +353,7 @@ export function buildApp(deps: AppDeps): App {
         server.closeIdleConnections();
         // Requests in flight get `graceMs` to finish; whatever still holds a socket then is cut.
         const deadline = setTimeout(() => {
-          for (const socket of sockets) socket.destroy();
+          for (const socket of guarded.sockets) socket.destroy();
         }, graceMs);
         deadline.unref();
         server.once('close', () => clearTimeout(deadline));

@@ -13,6 +13,8 @@ export type Role = 'write' | 'read';
 export interface Principal {
   tenant: string;
   role: Role;
+  /** Which key it presented (a prefix of the key's digest; 'open' without keys): revoking it ends what it opened. */
+  keyId: string;
 }
 
 export const OPEN_TENANT = 'default';
@@ -41,7 +43,8 @@ export function parseKeys(text: string, where: string): Entry[] {
       throw new Error(`${at}: a key must be at least ${MIN_KEY_LENGTH} characters of letters, digits and . _ ~ + / = -`);
     }
     if (!ID_PATTERN.test(tenant)) throw new Error(`${at}: the tenant must be 1 to 128 letters, digits and . _ : - (not first)`);
-    entries.push({ digest: digest(key), principal: { tenant, role: role ?? 'write' } });
+    const keyDigest = digest(key);
+    entries.push({ digest: keyDigest, principal: { tenant, role: role ?? 'write', keyId: keyDigest.toString('hex').slice(0, 16) } });
   });
   return entries;
 }
@@ -51,7 +54,16 @@ export interface ApiKeys {
   readonly open: boolean;
   /** The principal of a presented key, or undefined for a missing, unknown or revoked one. */
   authenticate(key: string | undefined): Principal | undefined;
+  /**
+   * Re-reads the keys file every `intervalMs` and calls `onRevoked` with the ids of keys that
+   * left it (or now map to another tenant or role).
+   */
+  watch(onRevoked: (keyIds: string[]) => void, intervalMs?: number): Disposable;
 }
+
+/** How often a watched keys file is looked at (a revoked key's streams end within about this). */
+const WATCH_INTERVAL_MS = 1_000;
+const granted = (entry: Entry) => `${entry.principal.tenant}:${entry.principal.role}`;
 
 export interface ApiKeySources {
   /** The RUNPLANE_API_KEYS value. */
@@ -65,10 +77,10 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
   let fromFile: Entry[] = [];
   let fileStamp = '';
   let checkedAt = 0;
-  const reload = (force = false) => {
+  const reload = (force = false, minIntervalMs = 500) => {
     if (!file) return;
     const now = Date.now();
-    if (!force && now - checkedAt < 500) return;
+    if (!force && now - checkedAt < minIntervalMs) return;
     checkedAt = now;
     let stamp: string;
     try {
@@ -94,8 +106,21 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
   const open = !inline && !file;
   return {
     open,
+    watch(onRevoked, intervalMs = WATCH_INTERVAL_MS) {
+      const current = () => new Map([...fixed, ...fromFile].map((entry) => [entry.principal.keyId, granted(entry)]));
+      let known = current();
+      const timer = setInterval(() => {
+        reload(false, 0);
+        const now = current();
+        const revoked = [...known].filter(([keyId, grant]) => now.get(keyId) !== grant).map(([keyId]) => keyId);
+        known = now;
+        if (revoked.length > 0) onRevoked(revoked);
+      }, intervalMs);
+      timer.unref();
+      return { [Symbol.dispose]: () => clearInterval(timer) };
+    },
     authenticate(key) {
-      if (open) return { tenant: OPEN_TENANT, role: 'write' };
+      if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open' };
       if (!key) return undefined;
       reload();
       const presented = digest(key);

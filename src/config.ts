@@ -80,6 +80,19 @@ const env = z.object({
   RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
   RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
   RUNPLANE_GROUP_COMMIT: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_MAX_PAGE_SIZE: whole(1, 10_000).default(500),
+  RUNPLANE_MAX_QUERY_COST: whole(100, 100_000_000).default(100_000),
+  RUNPLANE_MAX_RESPONSE_BYTES: whole(64 * 1024, 1024 * 1024 * 1024).default(16 * 1024 * 1024),
+  RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION: whole(1, 100_000).default(100),
+  RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT: whole(1, 10_000_000).default(2_000),
+  RUNPLANE_MAX_CONNECTIONS_PER_TENANT: whole(1, 10_000_000).default(500),
+  RUNPLANE_MAX_CONNECTIONS_PER_ADDRESS: whole(0, 10_000_000).default(1_000),
+  RUNPLANE_SUBSCRIBE_RATE: whole(1, 100_000).default(20),
+  RUNPLANE_SEND_BUFFER_BYTES: whole(16 * 1024, 1024 * 1024 * 1024).default(1024 * 1024),
+  RUNPLANE_REQUEST_TIMEOUT_SECONDS: whole(1, 3600).default(10),
+  RUNPLANE_KEEP_ALIVE_SECONDS: whole(1, 3600).default(5),
+  RUNPLANE_CONNECTION_INIT_SECONDS: whole(1, 3600).default(3),
+  RUNPLANE_GAP_WAIT_SECONDS: whole(1, 86_400).default(30),
 });
 
 export interface Config {
@@ -102,7 +115,11 @@ export interface Config {
     /** Absent: in memory. */
     readonly dataDir?: string;
   };
-  readonly limits: { readonly maxPayloadBytes: number };
+  readonly limits: Limits;
+  /** What one client may hold open, and how long it may take to send. */
+  readonly connections: ConnectionLimits;
+  /** How long a run's live feed waits for a missing seq before it says so and moves on. */
+  readonly gapWaitMs: number;
   readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
   readonly graphiql: boolean;
   readonly introspection: boolean;
@@ -112,6 +129,36 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Write concurrent appends to one run together, in one transaction. */
   readonly groupCommit: boolean;
+}
+
+export interface Limits {
+  /** Largest event payload accepted, as UTF-8 JSON bytes. */
+  readonly maxPayloadBytes: number;
+  /** Largest `first`/`last` of any connection. */
+  readonly maxPageSize: number;
+  /** Largest cost of one operation, computed with its variables (see http/cost.ts). */
+  readonly maxQueryCost: number;
+  /** Largest response to one request: refused once reached, never built past it. */
+  readonly maxResponseBytes: number;
+}
+
+export interface ConnectionLimits {
+  readonly maxSubscriptionsPerConnection: number;
+  readonly maxSubscriptionsPerTenant: number;
+  /** WebSockets and SSE streams of one tenant. */
+  readonly maxConnectionsPerTenant: number;
+  /** TCP connections from one client address; 0: no cap (behind a proxy, every client has its address). */
+  readonly maxConnectionsPerAddress: number;
+  /** Subscription setups a second, per WebSocket and per client address over SSE (bursts of twice that). */
+  readonly subscribeRate: number;
+  /** Bytes of events queued and frames unsent that one connection may hold before its feeds read from the table instead. */
+  readonly sendBufferBytes: number;
+  /** A request's headers and body must arrive within this. */
+  readonly requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number;
+  /** A WebSocket must send connection_init within this. */
+  readonly connectionInitTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -155,7 +202,24 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       localCredentials: local && !e.AWS_ACCESS_KEY_ID,
     },
     engine: { port: e.RUNPLANE_ENGINE_PORT, dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR) },
-    limits: { maxPayloadBytes: e.RUNPLANE_MAX_PAYLOAD_BYTES },
+    limits: {
+      maxPayloadBytes: e.RUNPLANE_MAX_PAYLOAD_BYTES,
+      maxPageSize: e.RUNPLANE_MAX_PAGE_SIZE,
+      maxQueryCost: e.RUNPLANE_MAX_QUERY_COST,
+      maxResponseBytes: e.RUNPLANE_MAX_RESPONSE_BYTES,
+    },
+    connections: {
+      maxSubscriptionsPerConnection: e.RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION,
+      maxSubscriptionsPerTenant: e.RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT,
+      maxConnectionsPerTenant: e.RUNPLANE_MAX_CONNECTIONS_PER_TENANT,
+      maxConnectionsPerAddress: e.RUNPLANE_MAX_CONNECTIONS_PER_ADDRESS,
+      subscribeRate: e.RUNPLANE_SUBSCRIBE_RATE,
+      sendBufferBytes: e.RUNPLANE_SEND_BUFFER_BYTES,
+      requestTimeoutMs: e.RUNPLANE_REQUEST_TIMEOUT_SECONDS * 1000,
+      keepAliveTimeoutMs: e.RUNPLANE_KEEP_ALIVE_SECONDS * 1000,
+      connectionInitTimeoutMs: e.RUNPLANE_CONNECTION_INIT_SECONDS * 1000,
+    },
+    gapWaitMs: e.RUNPLANE_GAP_WAIT_SECONDS * 1000,
     retention: {
       idempotencySeconds: e.RUNPLANE_IDEMPOTENCY_TTL_HOURS * 3600,
       finishedRunSeconds: e.RUNPLANE_RUN_RETENTION_DAYS * 86400,

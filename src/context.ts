@@ -1,11 +1,14 @@
 /** One context for every request, over HTTP, WebSocket or SSE. */
 import type { Role } from './auth.ts';
-import type { Budget, Lease, Run, RunEvent } from './domain/run.ts';
+import type { Limits } from './config.ts';
+import type { Budget, DeliveredEvent, Lease, Run } from './domain/run.ts';
 import type { BudgetStore } from './store/budgets.ts';
+import type { ReadBudget } from './store/deps.ts';
 import type { EventStore } from './store/events.ts';
 import type { LeaseStore } from './store/leases.ts';
 import type { RunListing } from './store/run-list.ts';
 import type { RunStore } from './store/runs.ts';
+import type { SendBudget } from './streams/send-budget.ts';
 
 export interface Stores {
   runs: RunStore;
@@ -15,14 +18,19 @@ export interface Stores {
   leases: LeaseStore;
 }
 
-export interface Limits {
-  /** Largest event payload accepted, as UTF-8 JSON bytes. */
-  maxPayloadBytes: number;
+export interface RunEventsQuery {
+  tenant: string;
+  runId: string;
+  /** Replay from the table after this seq, then live; absent: live from now. */
+  afterSeq?: number;
+  types?: readonly string[];
+  /** The subscriber's connection's send budget. */
+  budget?: SendBudget;
 }
 
 /** Subscriptions: ordered, deduplicated feeds of changes. */
 export interface LiveFeeds {
-  runEvents(tenant: string, runId: string, afterSeq?: number, types?: readonly string[]): AsyncIterableIterator<RunEvent>;
+  runEvents(query: RunEventsQuery): AsyncIterableIterator<DeliveredEvent>;
   runChanged(tenant: string, runId: string): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
   leaseChanged(tenant: string, unitId: string): AsyncIterableIterator<Lease>;
 }
@@ -35,4 +43,19 @@ export interface Context {
   stores: Stores;
   live: LiveFeeds;
   limits: Limits;
+  /** What this request may still read for its response (RUNPLANE_MAX_RESPONSE_BYTES). */
+  response: ReadBudget;
+  /** The API key it presented (revoking the key ends its streams). */
+  keyId: string;
+  /** The connection this operation came on. */
+  connection: Connection;
+}
+
+/** What one operation is served on. */
+export interface Connection {
+  transport: 'http' | 'ws';
+  /** The client's address. */
+  address: string;
+  /** What the connection's subscriptions may hold (events queued, frames unsent). */
+  budget: SendBudget;
 }

@@ -5,22 +5,59 @@
  */
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
-import { GraphQLError, getOperationAST, NoSchemaIntrospectionCustomRule } from 'graphql';
+import { type ExecutionArgs, GraphQLError, getOperationAST, NoSchemaIntrospectionCustomRule } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from './context.ts';
 import { nesting } from './document-depth.ts';
+import { type CostRules, checkCost } from './http/cost.ts';
 
 export interface GuardOptions {
   introspection: boolean;
-  /** Tell clients the nearest field name when they misspell one (off in production: it reveals the schema). */
-  fieldSuggestions: boolean;
+  /** Tell clients the nearest field or enum value when they misspell one (off in production: it reveals the schema). */
+  suggestions: boolean;
+  cost: CostRules;
 }
 
-/**
- * The cost counts a connection's fields times its literal `first`/`last`: a page of 500
- * with a dozen fields passes, a page of pages (runs(first: 500) { ... events(first: 500) }) does not.
- */
-export const queryLimits = { depth: 12, aliases: 15, tokens: 5000, cost: 100_000, directives: 20 } as const;
+/** Depth, aliases, tokens and directives of one document (the cost is checked with its variables: http/cost.ts). */
+export const queryLimits = { depth: 12, aliases: 15, tokens: 5000, directives: 20 } as const;
+
+/** "Did you mean ...?" as graphql-js words it for fields, arguments, types and enum values. */
+const SUGGESTION = /\s*Did you mean [^?]*\?/g;
+const suggests = (message: string) => message.includes('Did you mean');
+export const withoutSuggestions = (message: string) => message.replace(SUGGESTION, '');
+
+/** Strips suggestions from every error a request can get: validation, and variables that do not coerce. */
+const noSuggestions: Plugin<Context> = {
+  onValidate:
+    () =>
+    ({ result, setResult }) => {
+      if (result.some((error) => suggests(error.message))) {
+        setResult(result.map((error) => new GraphQLError(withoutSuggestions(error.message), error)));
+      }
+    },
+  onExecute: () => ({
+    onExecuteDone({ result, setResult }) {
+      if (!('errors' in result) || !result.errors?.some((error) => suggests(error.message))) return;
+      setResult({ ...result, errors: result.errors.map((error) => new GraphQLError(withoutSuggestions(error.message), error)) });
+    },
+  }),
+};
+
+/** The cost limit, with variables applied, before an operation runs (HTTP and SSE; graphql-ws calls checkCost itself). */
+function costLimit(rules: CostRules): Plugin<Context> {
+  const refuse = (args: ExecutionArgs, stop: (result: { errors: GraphQLError[] }) => void) => {
+    try {
+      checkCost(args.schema, args.document, args.operationName, args.variableValues, rules);
+    } catch (err) {
+      if (!(err instanceof GraphQLError)) throw err;
+      stop({ errors: [err] });
+    }
+  };
+  return {
+    onExecute: ({ args, setResultAndStopExecution }) => refuse(args, setResultAndStopExecution),
+    onSubscribe: ({ args, setResultAndStopExecution }) => refuse(args, setResultAndStopExecution),
+  };
+}
 
 /** Nesting allowed in a document's text: far above any real query, far below what overflows the parser's stack. */
 export const MAX_NESTING = 64;
@@ -53,21 +90,23 @@ const readOnlyKeys: Plugin<Context> = {
   },
 };
 
-export function guards({ introspection, fieldSuggestions }: GuardOptions): Plugin<Context>[] {
+export function guards({ introspection, suggestions, cost }: GuardOptions): Plugin<Context>[] {
   const plugins: Plugin<Context>[] = [
     shallowDocuments,
     EnvelopArmorPlugin({
       maxDepth: { n: queryLimits.depth, ignoreIntrospection: true },
       maxAliases: { n: queryLimits.aliases },
       maxTokens: { n: queryLimits.tokens },
-      costLimit: { maxCost: queryLimits.cost, ignoreIntrospection: true },
+      costLimit: { enabled: false },
       maxDirectives: { n: queryLimits.directives },
-      blockFieldSuggestion: { enabled: !fieldSuggestions },
+      blockFieldSuggestion: { enabled: false },
     }) as Plugin<Context>,
+    costLimit(cost),
     // A request a browser sends without a preflight (a plain GET, a form post) needs this header.
     useCSRFPrevention({ requestHeaders: ['x-graphql-yoga-csrf'] }) as Plugin<Context>,
     readOnlyKeys,
   ];
+  if (!suggestions) plugins.push(noSuggestions);
   if (!introspection) {
     plugins.push({
       onValidate({ addValidationRule }) {

@@ -30,7 +30,11 @@ function render(metrics: Metric[]) {
   return `${lines.join('\n')}\n`;
 }
 
-export function metricsOf(stores: Pick<Stores, 'events'>, live: Pick<Live, 'openSubscriptions' | 'poller'>) {
+export function metricsOf(
+  stores: Pick<Stores, 'events'>,
+  live: Pick<Live, 'openSubscriptions' | 'laggingFeeds' | 'poller'>,
+  sendBuffers: { held: number },
+) {
   return () => {
     const { appends, conflicts, batches } = stores.events.counters;
     const failures = Object.entries(live.poller.failures);
@@ -53,6 +57,18 @@ export function metricsOf(stores: Pick<Stores, 'events'>, live: Pick<Live, 'open
         help: 'Subscriptions being served now.',
         type: 'gauge',
         samples: [[undefined, live.openSubscriptions]],
+      },
+      {
+        name: 'runplane_subscriptions_lagging',
+        help: 'Event subscriptions whose client fell behind: they read from the table until it catches up.',
+        type: 'gauge',
+        samples: [[undefined, live.laggingFeeds]],
+      },
+      {
+        name: 'runplane_send_buffered_bytes',
+        help: "Bytes held for subscribers: events queued and frames not yet taken by the client (each connection's share bounded by RUNPLANE_SEND_BUFFER_BYTES).",
+        type: 'gauge',
+        samples: [[undefined, sendBuffers.held]],
       },
       {
         name: 'runplane_stream_get_records_total',

@@ -3,8 +3,9 @@
 import { buildApp } from './app.ts';
 import { createApiKeys, type Principal } from './auth.ts';
 import type { Config } from './config.ts';
-import type { Context, Stores } from './context.ts';
+import type { Connection, Context, Stores } from './context.ts';
 import { type Engine, startEngine } from './engine/index.ts';
+import { responseBudget } from './http/response-budget.ts';
 import { metricsOf } from './metrics.ts';
 import { readinessProbe } from './readiness.ts';
 import { schema } from './schema/index.ts';
@@ -80,20 +81,40 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       retention: config.retention,
       groupCommit: config.groupCommit,
     });
-    live = await startLive({ clients, tableName: config.table, stores: raw, poll: options.poll, log: options.log });
+    live = await startLive({
+      clients,
+      tableName: config.table,
+      stores: raw,
+      poll: options.poll,
+      log: options.log,
+      gapWaitMs: config.gapWaitMs,
+    });
     const stores = withFastPath(raw, live.hub);
     const feeds = live;
-    const context = ({ tenant, role }: Principal): Context => ({ tenant, role, stores, live: feeds, limits: config.limits });
+    const sendBuffers = { held: 0 };
+    const context = ({ tenant, role, keyId }: Principal, connection: Connection): Context => ({
+      tenant,
+      role,
+      keyId,
+      stores,
+      live: feeds,
+      limits: config.limits,
+      response: responseBudget(config.limits.maxResponseBytes),
+      connection,
+    });
     const app = buildApp({
       schema,
       apiKeys,
       context,
       graphiql: config.graphiql,
       introspection: config.introspection,
-      fieldSuggestions: !config.production,
+      suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
+      limits: config.limits,
+      connections: config.connections,
       logError: options.logError,
-      metrics: metricsOf(raw, live),
+      metrics: metricsOf(raw, live, sendBuffers),
+      sendBuffers,
       ready: readinessProbe(clients, config.table),
     });
     const url = await app.start(config.port, config.host);

@@ -4,7 +4,7 @@
  * result is the same, so it is computed once and handed to each of them. Without this, a
  * thousand subscribers cost a thousand executions of every event.
  */
-import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute } from 'graphql';
+import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from './context.ts';
 
@@ -38,7 +38,8 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
     }
     let result = byKey.get(key);
     if (!result) {
-      result = execute({ ...args, rootValue: payload });
+      // Each event's result is a response of its own: it gets a whole response budget.
+      result = execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } });
       byKey.set(key, result);
     }
     return result;
@@ -84,3 +85,28 @@ export const sharedDelivery: Plugin<Context> = {
     setSubscribeFn(subscribeShared as never);
   },
 };
+
+type Mask = (error: unknown, message: string) => Error;
+
+/** A result's JSON, by result: subscribers sharing a result share its serialization. */
+const serialized = new WeakMap<ExecutionResult, string>();
+
+/** An error as clients see it: masked, without the HTTP status yoga keeps in its extensions. */
+function clientError(error: GraphQLError, mask: Mask) {
+  const json = (mask(error, 'Unexpected error.') as GraphQLError).toJSON();
+  if (json.extensions && 'http' in json.extensions) {
+    const { http: _, ...extensions } = json.extensions;
+    return { ...json, extensions };
+  }
+  return json;
+}
+
+/** The JSON of a result, computed once however many subscribers it goes to. */
+export function resultJson(result: ExecutionResult, mask: Mask) {
+  let json = serialized.get(result);
+  if (json === undefined) {
+    json = JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
+    serialized.set(result, json);
+  }
+  return json;
+}

@@ -5,29 +5,19 @@
  * envelop and graphql-ws between. graphql-ws still owns the operation: it gets an iterator
  * that yields nothing and ends when the source ends, so `complete`, unsubscribe (`return()`)
  * and close work as before; a failure is thrown to it masked, as yoga would mask it.
+ *
+ * Every frame holds its size in the connection's send budget until the socket has taken it;
+ * while the budget is full no subscription of the socket pulls another event, so a client
+ * that stops reading costs the budget and no more (its feeds read on from the table later).
  */
-import { createSourceEventStream, type ExecutionArgs, type ExecutionResult, GraphQLError } from 'graphql';
+import { createSourceEventStream, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
-import { sharedExecution } from './shared-delivery.ts';
+import { resultJson, sharedExecution } from './shared-delivery.ts';
+import type { SendBudget } from './streams/send-budget.ts';
 
 export type Mask = (error: unknown, message: string) => Error;
 
 const UNEXPECTED = 'Unexpected error.';
-
-/** A result's JSON, by result: subscribers sharing a result share its serialization. */
-const serialized = new WeakMap<ExecutionResult, string>();
-
-const masked = (result: ExecutionResult, mask: Mask): ExecutionResult =>
-  result.errors ? { ...result, errors: result.errors.map((e) => mask(e, UNEXPECTED) as GraphQLError) } : result;
-
-function toJson(result: ExecutionResult, mask: Mask) {
-  let json = serialized.get(result);
-  if (json === undefined) {
-    json = JSON.stringify(masked(result, mask));
-    serialized.set(result, json);
-  }
-  return json;
-}
 
 /** Write a burst of frames with one write: a reader that fell behind catches up in fewer, larger writes. */
 function corked(socket: WebSocket) {
@@ -38,39 +28,67 @@ function corked(socket: WebSocket) {
   }
 }
 
-/** Past this much unsent, the next write waits for the socket: the backlog stays in the feed, which bounds it. */
-const HIGH_WATER = 256 * 1024;
+export interface SocketSubscription {
+  socket: WebSocket;
+  id: string;
+  mask: Mask;
+  budget: SendBudget;
+  /** Gives the subscription's place back (caps per connection and tenant), however it ends. */
+  release: () => void;
+}
 
-export async function subscribeOverSocket(args: ExecutionArgs, socket: WebSocket, id: string, mask: Mask) {
+export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mask, budget, release }: SocketSubscription) {
   let stream: Awaited<ReturnType<typeof createSourceEventStream>>;
   try {
     stream = await createSourceEventStream(args);
   } catch (err) {
+    release();
     return { errors: [mask(err, UNEXPECTED) as GraphQLError] };
   }
-  if (!(Symbol.asyncIterator in stream)) return masked(stream, mask);
+  if (!(Symbol.asyncIterator in stream)) {
+    release();
+    return { errors: stream.errors?.map((error) => mask(error, UNEXPECTED) as GraphQLError) };
+  }
   const source = stream[Symbol.asyncIterator]();
   const execute = sharedExecution(args);
   const prefix = `{"id":${JSON.stringify(id)},"type":"next","payload":`;
   const open = () => socket.readyState === socket.OPEN;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
+  /** Ends a wait for room in the budget (when stopped). */
+  let wake: (() => void) | undefined;
+  const room = () =>
+    budget.full
+      ? new Promise<void>((resolve) => {
+          const cancel = budget.whenRoom(resolve);
+          wake = () => {
+            cancel();
+            resolve();
+          };
+        })
+      : undefined;
   const delivered = (async () => {
     try {
-      for (let item = await source.next(); !item.done; item = await source.next()) {
+      for (;;) {
+        await room();
+        if (stopped || !open()) break;
+        const item = await source.next();
+        if (item.done) break;
         const result = await execute(item.value);
         if (stopped || !open()) break;
-        const frame = `${prefix}${toJson(result, mask)}}`;
+        const frame = `${prefix}${resultJson(result, mask)}}`;
+        const bytes = frame.length;
+        budget.hold(bytes);
         corked(socket);
-        if (socket.bufferedAmount < HIGH_WATER) socket.send(frame);
-        else await new Promise<void>((resolve, reject) => socket.send(frame, (err) => (err ? reject(err) : resolve())));
+        socket.send(frame, () => budget.release(bytes));
       }
     } catch (err) {
       // A reader that went away mid-write is an ordinary end, not a failure to report.
       if (stopped || !open()) return;
       throw err instanceof GraphQLError && !err.originalError ? err : mask(err, UNEXPECTED);
     } finally {
-      // However the loop ends, the feed is closed: graphql-ws forgets a finished operation.
+      // However the loop ends, the feed is closed and its place given back: graphql-ws forgets a finished operation.
+      release();
       await source.return?.();
     }
   })();
@@ -78,6 +96,8 @@ export async function subscribeOverSocket(args: ExecutionArgs, socket: WebSocket
   delivered.catch(() => undefined);
   const stop = async () => {
     stopped = true;
+    // A loop waiting for room sees `stopped` and ends.
+    wake?.();
     await source.return?.();
     return { done: true as const, value: undefined as never };
   };

@@ -30,6 +30,20 @@ export interface RunEvent {
   createdAt: Date;
 }
 
+/** Seqs from `from` to `to`, both included. */
+export interface SeqRange {
+  from: number;
+  to: number;
+}
+
+/** An event as a subscription hands it out. */
+export interface DeliveredEvent extends RunEvent {
+  /** Seqs the feed stepped over (not in the table after waiting for them) since the previous event it handed out. */
+  missingBefore?: SeqRange[];
+  /** Handed out after later seqs: it filled a hole the feed had stepped over. */
+  late?: boolean;
+}
+
 export interface Lease {
   unitId: string;
   owner: string;

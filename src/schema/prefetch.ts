@@ -4,7 +4,7 @@
  * page come from ONE Query; none when the query does not select events.
  */
 import { type FieldNode, type GraphQLResolveInfo, Kind, type SelectionSetNode, type ValueNode } from 'graphql';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../domain/limits.ts';
+import { DEFAULT_PAGE_SIZE } from '../domain/limits.ts';
 
 function value(node: ValueNode, variables: Record<string, unknown>): unknown {
   if (node.kind === Kind.VARIABLE) return variables[node.name.value];
@@ -22,15 +22,14 @@ function eventsFields(selections: SelectionSetNode | undefined, info: GraphQLRes
   return into;
 }
 
-export function firstEventsWanted(info: GraphQLResolveInfo) {
+export function firstEventsWanted(info: GraphQLResolveInfo, maxPageSize: number) {
   let wanted = 0;
   for (const field of eventsFields(info.fieldNodes[0]?.selectionSet, info)) {
     const args = Object.fromEntries((field.arguments ?? []).map((a) => [a.name.value, value(a.value, info.variableValues)]));
     // A page that starts elsewhere, or is filtered, is read on its own: nothing to fetch with the run.
     const plain = ['after', 'before', 'last', 'afterSeq', 'types'].every((name) => args[name] === undefined || args[name] === null);
     const first = args.first === undefined || args.first === null ? DEFAULT_PAGE_SIZE : args.first;
-    if (plain && typeof first === 'number' && Number.isInteger(first))
-      wanted = Math.max(wanted, Math.min(Math.max(first, 0), MAX_PAGE_SIZE));
+    if (plain && typeof first === 'number' && Number.isInteger(first)) wanted = Math.max(wanted, Math.min(Math.max(first, 0), maxPageSize));
   }
   return wanted;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { GraphQLError } from 'graphql';
 import { z } from 'zod';
 import { IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
+import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
 import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
 import type { ListCursor } from '../store/run-list.ts';
 import { RUN_LIST_SHARDS } from '../table/keys.ts';
@@ -57,13 +57,15 @@ export const RunRef = builder.objectRef<RunParent>('Run').implement({
         afterSeq: t.arg.int({ description: 'Only events after this seq.', validate: amount }),
         types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
       },
-      resolve: async (p, args, { tenant, stores }) => {
+      resolve: async (p, args, { tenant, stores, limits, response }) => {
         if (args.first != null && args.last != null) throw badInput('events: pass first or last, not both');
         for (const [name, value] of [
           ['first', args.first],
           ['last', args.last],
         ] as const) {
-          if (value != null && (value < 0 || value > MAX_PAGE_SIZE)) throw badInput(`events.${name}: must be from 0 to ${MAX_PAGE_SIZE}`);
+          if (value != null && (value < 0 || value > limits.maxPageSize)) {
+            throw badInput(`events.${name}: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
+          }
         }
         const after = Math.max(args.afterSeq ?? 0, seqOfCursor(args.after, 'events.after') ?? 0);
         const before = seqOfCursor(args.before, 'events.before');
@@ -83,7 +85,17 @@ export const RunRef = builder.objectRef<RunParent>('Run').implement({
         ) {
           page = { events: prefetched.events.slice(0, limit), more: prefetched.more || prefetched.events.length > limit };
         } else {
-          page = await stores.events.page({ tenant, runId: p.run.id, after, before, limit, forward, types, consistent: p.consistent });
+          page = await stores.events.page({
+            tenant,
+            runId: p.run.id,
+            after,
+            before,
+            limit,
+            forward,
+            types,
+            consistent: p.consistent,
+            budget: response,
+          });
           if (!forward) page.events.reverse();
         }
         const edges = page.events.map((event) => ({ cursor: eventCursor(event.seq), node: event }));
@@ -111,9 +123,10 @@ builder.queryField('run', (t) =>
       id: t.arg.id({ required: true, validate: id }),
       consistent: t.arg.boolean({ description: 'Read the latest committed state (strongly consistent).' }),
     },
-    resolve: async (_, args, { tenant, stores }, info) => {
+    resolve: async (_, args, { tenant, stores, limits, response }, info) => {
       const consistent = args.consistent ?? false;
-      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit: firstEventsWanted(info) });
+      const eventLimit = firstEventsWanted(info, limits.maxPageSize);
+      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit, budget: response });
       if (!snapshot) return null;
       return {
         run: snapshot.run,
@@ -224,12 +237,13 @@ builder.queryField('runs', (t) =>
       "The tenant's runs, newest first, optionally in one status, paged by cursor. Read from an index: eventually consistent (a run created a moment ago may show a moment later).",
     args: {
       status: t.arg({ type: RunStatusEnum }),
-      first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}).` }),
+      first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most RUNPLANE_MAX_PAGE_SIZE: 500 unless configured).` }),
       after: t.arg.string(),
     },
-    resolve: async (_, args, { tenant, stores }) => {
+    resolve: async (_, args, { tenant, stores, limits }) => {
       const first = args.first ?? DEFAULT_PAGE_SIZE;
-      if (first < 0 || first > MAX_PAGE_SIZE) throw badInput(`first: must be from 0 to ${MAX_PAGE_SIZE}`);
+      if (first < 0 || first > limits.maxPageSize)
+        throw badInput(`first: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
       const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: decodeListCursor(args.after) });
       const edges = page.runs.map(({ run, cursor }) => ({ cursor: encodeListCursor(cursor), node: { run, consistent: false } }));
       return {

@@ -15,15 +15,15 @@ builder.subscriptionField('runEvents', (t) =>
   t.field({
     type: EventRef,
     description:
-      "A run's events, each once, in seq order, with no gaps. With afterSeq: the events after it from the table, then live ones, joined without a gap or a duplicate. Without: live from now.",
+      "A run's events, each once, in seq order, with no gaps. With afterSeq: the events after it from the table, then live ones, joined without a gap or a duplicate. Without: live from now. A seq missing from the table (a writer that bypasses the API left a hole) is waited for, RUNPLANE_GAP_WAIT_SECONDS at most; then the next event lists it in `missingBefore`, and if it is written later it still comes, with `late: true`. A subscriber that stops reading costs the server a bounded buffer: its events are read from the table again once it reads on.",
     args: {
       runId: t.arg.id({ required: true, validate: id }),
       afterSeq: t.arg.int({ validate: amount }),
       types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
     },
-    subscribe: async (_, { runId, afterSeq, types }, { tenant, stores, live }) => {
+    subscribe: async (_, { runId, afterSeq, types }, { tenant, stores, live, connection }) => {
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
-      return live.runEvents(tenant, runId, afterSeq ?? undefined, types ?? undefined);
+      return live.runEvents({ tenant, runId, afterSeq: afterSeq ?? undefined, types: types ?? undefined, budget: connection.budget });
     },
     resolve: (event) => event,
   }),

@@ -19,3 +19,11 @@ export interface Retention {
   /** After a lease's end. */
   leaseSeconds: number;
 }
+
+/** How much a caller may still read: a request's response budget. */
+export interface ReadBudget {
+  /** @throws once the bytes read pass the budget */
+  spend(bytes: number): void;
+  /** A fresh budget of the same size (each result of a subscription is a response of its own). */
+  fork(): ReadBudget;
+}

@@ -9,11 +9,11 @@ import { ContentionExceeded, InvalidInput, RunNotFound, SequenceConflict } from 
 import { MAX_INT } from '../domain/limits.ts';
 import type { RunEvent } from '../domain/run.ts';
 import { marshallOptions } from '../table/client.ts';
-import { attr, eventItem, storable, toEvent } from '../table/codec.ts';
+import { attr, eventBytes, eventItem, storable, toEvent } from '../table/codec.ts';
 import { conditions } from '../table/conditions.ts';
 import { eventSk, keys } from '../table/keys.ts';
 import { chargeRefusal, chargeUpdate } from './budgets.ts';
-import type { StoreDeps } from './deps.ts';
+import type { ReadBudget, StoreDeps } from './deps.ts';
 import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from './write.ts';
@@ -41,6 +41,10 @@ export interface EventPageQuery {
   forward?: boolean;
   types?: readonly string[];
   consistent?: boolean;
+  /** Stop after one DynamoDB request (at most 1 MB read), even with fewer events than `limit`. */
+  singleRequest?: boolean;
+  /** Charged with the size of what is read, before more is read (throws when it is spent). */
+  budget?: ReadBudget;
 }
 
 /** Collisions tolerated before an append gives up (each one means another writer won a seq). */
@@ -247,7 +251,7 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
     },
 
     /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
-    async page({ tenant, runId, after, before, limit, forward = true, types, consistent = false }: EventPageQuery) {
+    async page({ tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, budget }: EventPageQuery) {
       const from = eventSk(Math.min((after ?? 0) + 1, MAX_INT));
       const to = eventSk(Math.max((before ?? MAX_INT + 1) - 1, 0));
       const events: RunEvent[] = [];
@@ -277,10 +281,12 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
             ExclusiveStartKey: start,
           }),
         );
-        events.push(...(page.Items ?? []).map(toEvent));
+        const read = (page.Items ?? []).map(toEvent);
+        budget?.spend(read.reduce((bytes, event) => bytes + eventBytes(event), 0));
+        events.push(...read);
         start = page.LastEvaluatedKey;
-      } while (start && events.length <= limit);
-      return { events: events.slice(0, limit), more: events.length > limit };
+      } while (start && events.length <= limit && !singleRequest);
+      return { events: events.slice(0, limit), more: events.length > limit || (singleRequest === true && start !== undefined) };
     },
   };
 }

@@ -3,10 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { type Budget, initialStatus, isTerminal, type Run, type RunEvent, type RunStatus } from '../domain/run.ts';
-import { attr, budgetItem, type Item, runItem, toBudget, toEvent, toRun } from '../table/codec.ts';
+import { attr, budgetItem, eventBytes, type Item, runItem, toBudget, toEvent, toRun } from '../table/codec.ts';
 import { conditions, isConditionalCheckFailed } from '../table/conditions.ts';
 import { keys, RUN_BUDGET_SK, RUN_META_SK } from '../table/keys.ts';
-import type { StoreDeps } from './deps.ts';
+import type { ReadBudget, StoreDeps } from './deps.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from './write.ts';
 
@@ -210,7 +210,11 @@ export function createRunStore({ doc, tableName, now, retention }: StoreDeps, id
     },
 
     /** Metadata, budget and up to `eventLimit` first events, from ONE Query; null when the run does not exist. */
-    async read(tenant: string, runId: string, { consistent = false, eventLimit }: { consistent?: boolean; eventLimit: number }) {
+    async read(
+      tenant: string,
+      runId: string,
+      { consistent = false, eventLimit, budget: readBudget }: { consistent?: boolean; eventLimit: number; budget?: ReadBudget },
+    ) {
       const { Items = [], LastEvaluatedKey } = await doc.send(
         new QueryCommand({
           TableName: tableName,
@@ -225,6 +229,7 @@ export function createRunStore({ doc, tableName, now, retention }: StoreDeps, id
       if (!meta) return null;
       const budget = Items.find((item) => item.sk === RUN_BUDGET_SK);
       const events = Items.filter((item) => item.sk !== RUN_META_SK && item.sk !== RUN_BUDGET_SK).map(toEvent);
+      readBudget?.spend(events.reduce((bytes, event) => bytes + eventBytes(event), 0));
       return {
         run: toRun(meta),
         budget: budget ? toBudget(budget) : null,

@@ -1,11 +1,15 @@
 /** A bounded async queue between a feed (pushing) and a subscription (pulling). */
+import type { SendBudget } from './send-budget.ts';
 
-export interface ChannelOptions {
+export interface ChannelOptions<T> {
   /** Most items held; push() refuses beyond it. */
   capacity: number;
   /** Keep only the newest item (state feeds: an older state is worthless once a newer one exists). */
   latestOnly?: boolean;
-  /** Called when a consumer has pulled the queue empty after it had been full. */
+  /** The connection's budget: queued items hold their size in it, and push() refuses what does not fit. */
+  budget?: SendBudget;
+  sizeOf?: (item: T) => number;
+  /** Called when a consumer has pulled the queue empty after a push was refused, once the budget has room. */
   onDrained?: () => void;
   /** Called once when the consumer stops (return) or the channel ends. */
   onClose?: () => void;
@@ -13,16 +17,19 @@ export interface ChannelOptions {
 
 export class Channel<T> implements AsyncIterableIterator<T> {
   private readonly queue: T[] = [];
+  /** The size each queued item holds in the budget. */
+  private readonly sizes: number[] = [];
   private waiter: ((result: IteratorResult<T>) => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private done = false;
   private failure: unknown;
   private wasFull = false;
   private ending = false;
+  private cancelRoomWait: (() => void) | undefined;
 
-  constructor(private readonly options: ChannelOptions) {}
+  constructor(private readonly options: ChannelOptions<T>) {}
 
-  /** @returns false when the channel is full (the item was not taken) */
+  /** @returns false when the channel (or the connection's budget) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
     if (this.waiter) {
@@ -33,12 +40,27 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     }
     if (this.options.latestOnly) {
       this.queue.length = 0;
-    } else if (this.queue.length >= this.options.capacity) {
+      this.queue.push(item);
+      return true;
+    }
+    const size = this.options.budget ? (this.options.sizeOf?.(item) ?? 0) : 0;
+    if (this.queue.length >= this.options.capacity || (this.options.budget && !this.options.budget.tryHold(size))) {
       this.wasFull = true;
       return false;
     }
     this.queue.push(item);
+    this.sizes.push(size);
     return true;
+  }
+
+  /**
+   * The feed will not push for now (its connection's budget is full): it is told, as after a
+   * refused push, once the queue is empty and the budget has room.
+   */
+  stall() {
+    if (this.done) return;
+    this.wasFull = true;
+    if (this.queue.length === 0) this.drained();
   }
 
   /** Ends the stream: the consumer gets what is queued, then done (server shutdown). */
@@ -61,13 +83,11 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   }
 
   next(): Promise<IteratorResult<T>> {
-    const item = this.queue.shift();
-    if (item !== undefined) {
+    if (this.queue.length > 0) {
+      const item = this.queue.shift() as T;
+      this.options.budget?.release(this.sizes.shift() ?? 0);
       if (this.ending && this.queue.length === 0) queueMicrotask(() => this.close());
-      if (this.wasFull && this.queue.length === 0) {
-        this.wasFull = false;
-        this.options.onDrained?.();
-      }
+      if (this.queue.length === 0) this.drained();
       return Promise.resolve({ value: item, done: false });
     }
     if (this.failure !== undefined) {
@@ -76,11 +96,11 @@ export class Channel<T> implements AsyncIterableIterator<T> {
       return Promise.reject(err);
     }
     if (this.done) return Promise.resolve({ value: undefined, done: true });
-    if (this.wasFull) {
-      this.wasFull = false;
-      this.options.onDrained?.();
-      const refilled = this.queue.shift();
-      if (refilled !== undefined) return Promise.resolve({ value: refilled, done: false });
+    this.drained();
+    const refilled = this.queue.shift();
+    if (refilled !== undefined) {
+      this.options.budget?.release(this.sizes.shift() ?? 0);
+      return Promise.resolve({ value: refilled, done: false });
     }
     return new Promise((resolve, reject) => {
       this.waiter = resolve;
@@ -97,10 +117,26 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     return this;
   }
 
+  /** The queue is empty after a refused push: tell the feed, once the connection has room again. */
+  private drained() {
+    if (!this.wasFull || this.cancelRoomWait) return;
+    const notify = () => {
+      this.cancelRoomWait = undefined;
+      if (this.done) return;
+      this.wasFull = false;
+      this.options.onDrained?.();
+    };
+    if (!this.options.budget?.full) return notify();
+    this.cancelRoomWait = this.options.budget.whenRoom(notify);
+  }
+
   private close() {
     if (this.done) return;
     this.done = true;
     this.queue.length = 0;
+    for (const size of this.sizes.splice(0)) this.options.budget?.release(size);
+    this.cancelRoomWait?.();
+    this.cancelRoomWait = undefined;
     const waiter = this.waiter;
     this.waiter = this.failWaiter = undefined;
     waiter?.({ value: undefined, done: true });

@@ -1,5 +1,5 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
-import type { Stores } from '../context.ts';
+import type { RunEventsQuery, Stores } from '../context.ts';
 import type { Clients } from '../table/client.ts';
 import { decodeRecord } from './changes.ts';
 import { eventFeed } from './event-feed.ts';
@@ -14,13 +14,17 @@ export interface LiveOptions {
   stores: Stores;
   poll?: Pick<PollerOptions, 'minIntervalMs' | 'idleIntervalMs' | 'maxBackoffMs'>;
   log?: (message: string) => void;
+  /** How long a run's feed waits for a missing seq before it steps over it (and says so). */
+  gapWaitMs?: number;
 }
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
-export async function startLive({ clients, tableName, stores, poll, log }: LiveOptions) {
+export async function startLive({ clients, tableName, stores, poll, log, gapWaitMs }: LiveOptions) {
   const onError = (err: unknown) => log?.(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
   const hub = new Hub(onError);
+  /** Feeds reading from the table because their subscriber fell behind. */
+  const feedStats = { lagging: 0 };
   /** Open subscriptions, to end them on shutdown. */
   const open = new Set<AsyncIterableIterator<unknown>>();
   const track = (source: AsyncIterableIterator<unknown>) => {
@@ -60,8 +64,12 @@ export async function startLive({ clients, tableName, stores, poll, log }: LiveO
     get openSubscriptions() {
       return open.size;
     },
-    runEvents: (tenant: string, runId: string, afterSeq?: number, types?: readonly string[]) =>
-      lazily(() => eventFeed({ hub, events: stores.events, tenant, runId, afterSeq, types, onError }), track),
+    /** Event feeds whose subscriber fell behind, reading from the table until it catches up. */
+    get laggingFeeds() {
+      return feedStats.lagging;
+    },
+    runEvents: (query: RunEventsQuery) =>
+      lazily(() => eventFeed({ hub, events: stores.events, ...query, gapWaitMs, stats: feedStats, onError }), track),
     runChanged: (tenant: string, runId: string) => lazily(() => runFeed(deps, tenant, runId), track),
     leaseChanged: (tenant: string, unitId: string) => lazily(() => leaseFeed(deps, tenant, unitId), track),
     /** Completes every open subscription (its client gets what is queued, then the end). */

@@ -137,6 +137,18 @@ export function toEvent(item: Item): RunEvent {
   };
 }
 
+const eventSizes = new WeakMap<RunEvent, number>();
+
+/** About how many bytes an event takes in a response (its payload's JSON and the fields around it); computed once per event. */
+export function eventBytes(event: RunEvent): number {
+  let size = eventSizes.get(event);
+  if (size === undefined) {
+    size = 160 + event.type.length + (event.payload === null || event.payload === undefined ? 4 : JSON.stringify(event.payload).length);
+    eventSizes.set(event, size);
+  }
+  return size;
+}
+
 export function toLease(item: Item): Lease {
   return {
     unitId: String(item[attr.unitId]),

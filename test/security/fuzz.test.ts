@@ -122,6 +122,8 @@ function inputs({ valid, hostile }: (typeof mutations)[string]) {
 const inputType = (mutation: string) => `${mutation[0]?.toUpperCase()}${mutation.slice(1)}Input`;
 
 async function table() {
+  // A terminal transition stamps the run's events with its TTL after answering: let that finish first.
+  await api.server.stores.runs.settled();
   const { Items = [] } = await api.server.clients.doc.send(new ScanCommand({ TableName: api.table, ConsistentRead: true }));
   return Items.map((item) => JSON.stringify(item)).sort();
 }

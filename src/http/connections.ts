@@ -1,0 +1,50 @@
+/**
+ * Deadlines and caps at the socket: a request's headers and body must arrive in time, an idle
+ * keep-alive connection is closed, and one client address holds a bounded number of
+ * connections (a refused one gets a 429 and is closed before anything is read from it).
+ */
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionLimits } from '../config.ts';
+import { codes } from '../schema/error-codes.ts';
+
+export function guardConnections(server: Server, limits: ConnectionLimits) {
+  server.requestTimeout = limits.requestTimeoutMs;
+  server.headersTimeout = limits.requestTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  const sockets = new Set<Socket>();
+  const byAddress = new Map<string, number>();
+  const cap = limits.maxConnectionsPerAddress;
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const open = byAddress.get(address) ?? 0;
+    if (cap > 0 && open >= cap) {
+      const body = JSON.stringify({
+        errors: [
+          {
+            message: `Too many open connections from this address (limit ${cap}, RUNPLANE_MAX_CONNECTIONS_PER_ADDRESS)`,
+            extensions: { code: codes.limitExceeded },
+          },
+        ],
+      });
+      socket.end(
+        `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      socket.destroySoon();
+      return;
+    }
+    byAddress.set(address, open + 1);
+    sockets.add(socket);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      const left = (byAddress.get(address) ?? 1) - 1;
+      if (left <= 0) byAddress.delete(address);
+      else byAddress.set(address, left);
+    });
+  });
+  return {
+    /** Open sockets (to cut them at the end of a graceful stop). */
+    sockets,
+    openFrom: (address: string) => byAddress.get(address) ?? 0,
+  };
+}

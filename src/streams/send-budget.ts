@@ -1,0 +1,80 @@
+/**
+ * What one connection may hold for its subscribers: bytes of events queued in their feeds
+ * plus bytes of frames written but not yet taken by the client. A client that stops reading
+ * fills it; its feeds then stop queueing and read on from the table once it has drained
+ * (the table is the buffer), so a slow or dead reader costs this bound and no more.
+ */
+export class SendBudget {
+  private held = 0;
+  private readonly roomWaiters = new Set<() => void>();
+  private readers = 0;
+  private readonly readerQueue: Array<() => void> = [];
+
+  /**
+   * @param limit bytes held at most (one item is always let through when nothing is held,
+   *   so an event larger than the budget still reaches a client that reads)
+   * @param concurrentReads table reads its feeds may have in flight at once: each holds up to
+   *   a page (1 MB) until its events are queued or dropped
+   */
+  constructor(
+    readonly limit: number,
+    /** Where every budget of the process adds what it holds (for /metrics). */
+    private readonly totals: { held: number } = { held: 0 },
+    private readonly concurrentReads = 2,
+  ) {}
+
+  get bytes() {
+    return this.held;
+  }
+
+  get full() {
+    return this.held >= this.limit;
+  }
+
+  /** Holds `bytes` if they fit; false (nothing held) if they do not. */
+  tryHold(bytes: number): boolean {
+    if (this.held > 0 && this.held + bytes > this.limit) return false;
+    this.hold(bytes);
+    return true;
+  }
+
+  /** Holds `bytes` whatever the room (a frame already built and being written). */
+  hold(bytes: number) {
+    this.held += bytes;
+    this.totals.held += bytes;
+  }
+
+  release(bytes: number) {
+    const released = Math.min(bytes, this.held);
+    this.held -= released;
+    this.totals.held -= released;
+    if (this.held < this.limit && this.roomWaiters.size > 0) {
+      const waiters = [...this.roomWaiters];
+      this.roomWaiters.clear();
+      for (const wake of waiters) wake();
+    }
+  }
+
+  /** Calls `then` once there is room (at once if there is). @returns a function that cancels the wait */
+  whenRoom(then: () => void): () => void {
+    if (!this.full) {
+      then();
+      return () => {};
+    }
+    this.roomWaiters.add(then);
+    return () => this.roomWaiters.delete(then);
+  }
+
+  /** Runs a table read when fewer than `concurrentReads` of this connection's are in flight. */
+  async read<T>(run: () => Promise<T>): Promise<T> {
+    if (this.readers >= this.concurrentReads) await new Promise<void>((resolve) => this.readerQueue.push(resolve));
+    else this.readers++;
+    try {
+      return await run();
+    } finally {
+      const next = this.readerQueue.shift();
+      if (next) next();
+      else this.readers--;
+    }
+  }
+}
