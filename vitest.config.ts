@@ -12,8 +12,11 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Most files wait on servers and sockets, not on the CPU: more of them at once than cores.
+    maxWorkers: 3,
+    // Generous: a test waits on conditions, and a slow or loaded machine must not fail it.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     // The SDK warns once per process that its future releases need Node 22; that is known.
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   },

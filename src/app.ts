@@ -270,8 +270,9 @@ export function buildApp(deps: AppDeps): App {
       onSubscribe: async (ctx, id, payload) => {
         const socket = ctx.extra.socket;
         if (id.length > MAX_ID_LENGTH) {
-          socket.close(4400, `Subscription ids are at most ${MAX_ID_LENGTH} characters`);
-          return [];
+          const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
+          socket.close(4400, refusal);
+          return [new GraphQLError(refusal, { extensions: { code: codes.badRequest } })];
         }
         if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
           return [

@@ -77,6 +77,14 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
   let fromFile: Entry[] = [];
   let fileStamp = '';
   let checkedAt = 0;
+  const revocationListeners = new Set<(keyIds: string[]) => void>();
+  /** Takes the file's new entries, telling listeners which keys left it (or now grant something else). */
+  const replace = (entries: Entry[]) => {
+    const now = new Map([...fixed, ...entries].map((entry) => [entry.principal.keyId, granted(entry)]));
+    const revoked = fromFile.filter((entry) => now.get(entry.principal.keyId) !== granted(entry)).map((entry) => entry.principal.keyId);
+    fromFile = entries;
+    if (revoked.length > 0) for (const listener of revocationListeners) listener(revoked);
+  };
   const reload = (force = false, minIntervalMs = 500) => {
     if (!file) return;
     const now = Date.now();
@@ -89,13 +97,13 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
     } catch (err) {
       if (force) throw new Error(`RUNPLANE_API_KEYS_FILE: cannot read ${file}: ${(err as Error).message}`);
       // Gone: revoke everything it held rather than keep stale keys.
-      fromFile = [];
+      replace([]);
       fileStamp = '';
       return;
     }
     if (stamp === fileStamp) return;
     try {
-      fromFile = parseKeys(readFileSync(file, 'utf8'), `RUNPLANE_API_KEYS_FILE ${file}`);
+      replace(parseKeys(readFileSync(file, 'utf8'), `RUNPLANE_API_KEYS_FILE ${file}`));
       fileStamp = stamp;
     } catch (err) {
       if (force) throw err;
@@ -107,17 +115,16 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
   return {
     open,
     watch(onRevoked, intervalMs = WATCH_INTERVAL_MS) {
-      const current = () => new Map([...fixed, ...fromFile].map((entry) => [entry.principal.keyId, granted(entry)]));
-      let known = current();
-      const timer = setInterval(() => {
-        reload(false, 0);
-        const now = current();
-        const revoked = [...known].filter(([keyId, grant]) => now.get(keyId) !== grant).map(([keyId]) => keyId);
-        known = now;
-        if (revoked.length > 0) onRevoked(revoked);
-      }, intervalMs);
+      // Every reload tells (whoever triggers it); the timer makes sure one happens.
+      revocationListeners.add(onRevoked);
+      const timer = setInterval(() => reload(false, 0), intervalMs);
       timer.unref();
-      return { [Symbol.dispose]: () => clearInterval(timer) };
+      return {
+        [Symbol.dispose]: () => {
+          clearInterval(timer);
+          revocationListeners.delete(onRevoked);
+        },
+      };
     },
     authenticate(key) {
       if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open' };

@@ -31,8 +31,8 @@ export interface RunEventsQuery {
 /** Subscriptions: ordered, deduplicated feeds of changes. */
 export interface LiveFeeds {
   runEvents(query: RunEventsQuery): AsyncIterableIterator<DeliveredEvent>;
-  runChanged(tenant: string, runId: string): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
-  leaseChanged(tenant: string, unitId: string): AsyncIterableIterator<Lease>;
+  runChanged(tenant: string, runId: string, budget?: SendBudget): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
+  leaseChanged(tenant: string, unitId: string, budget?: SendBudget): AsyncIterableIterator<Lease>;
 }
 
 export interface Context {

@@ -88,6 +88,12 @@ export function metricsOf(
         type: 'gauge',
         samples: [[undefined, process.memoryUsage.rss()]],
       },
+      {
+        name: 'runplane_process_heap_used_bytes',
+        help: 'JavaScript heap in use by the server process.',
+        type: 'gauge',
+        samples: [[undefined, process.memoryUsage().heapUsed]],
+      },
     ]);
   };
 }

@@ -7,8 +7,8 @@
  * and close work as before; a failure is thrown to it masked, as yoga would mask it.
  *
  * Every frame holds its size in the connection's send budget until the socket has taken it;
- * while the budget is full no subscription of the socket pulls another event, so a client
- * that stops reading costs the budget and no more (its feeds read on from the table later).
+ * while the budget is full the feeds of the socket hand over nothing more, so a client that
+ * stops reading costs the budget and no more (its feeds read on from the table later).
  */
 import { createSourceEventStream, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
@@ -55,23 +55,10 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
   const open = () => socket.readyState === socket.OPEN;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
-  /** Ends a wait for room in the budget (when stopped). */
-  let wake: (() => void) | undefined;
-  const room = () =>
-    budget.full
-      ? new Promise<void>((resolve) => {
-          const cancel = budget.whenRoom(resolve);
-          wake = () => {
-            cancel();
-            resolve();
-          };
-        })
-      : undefined;
   const delivered = (async () => {
     try {
       for (;;) {
-        await room();
-        if (stopped || !open()) break;
+        // The feed hands over an event only while the budget has room for it (the frames below hold it).
         const item = await source.next();
         if (item.done) break;
         const result = await execute(item.value);
@@ -96,8 +83,6 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
   delivered.catch(() => undefined);
   const stop = async () => {
     stopped = true;
-    // A loop waiting for room sees `stopped` and ends.
-    wake?.();
     await source.return?.();
     return { done: true as const, value: undefined as never };
   };

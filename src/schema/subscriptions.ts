@@ -35,9 +35,9 @@ builder.subscriptionField('runChanged', (t) =>
     description:
       "The run's current state, then its state after each change of status or budget. Compare version (and budget.version): larger is newer.",
     args: { runId: t.arg.id({ required: true, validate: id }) },
-    subscribe: async (_, { runId }, { tenant, stores, live }) => {
+    subscribe: async (_, { runId }, { tenant, stores, live, connection }) => {
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
-      return live.runChanged(tenant, runId);
+      return live.runChanged(tenant, runId, connection.budget);
     },
     resolve: (state) => ({ run: state.run, budget: state.budget, consistent: true }),
   }),
@@ -48,7 +48,7 @@ builder.subscriptionField('leaseChanged', (t) =>
     type: LeaseRef,
     description: "A unit's current lease (if it ever had one), then the lease after each change. Compare version: larger is newer.",
     args: { unitId: t.arg.id({ required: true, validate: id }) },
-    subscribe: (_, { unitId }, { tenant, live }) => live.leaseChanged(tenant, unitId),
+    subscribe: (_, { unitId }, { tenant, live, connection }) => live.leaseChanged(tenant, unitId, connection.budget),
     resolve: (lease) => lease,
   }),
 );

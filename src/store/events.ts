@@ -282,7 +282,8 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
           }),
         );
         const read = (page.Items ?? []).map(toEvent);
-        budget?.spend(read.reduce((bytes, event) => bytes + eventBytes(event), 0));
+        // What the page will hand back is charged (the one read past `limit` only tells whether more follow).
+        budget?.spend(read.slice(0, Math.max(0, limit - events.length)).reduce((bytes, event) => bytes + eventBytes(event), 0));
         events.push(...read);
         start = page.LastEvaluatedKey;
       } while (start && events.length <= limit && !singleRequest);

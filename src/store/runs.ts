@@ -229,7 +229,7 @@ export function createRunStore({ doc, tableName, now, retention }: StoreDeps, id
       if (!meta) return null;
       const budget = Items.find((item) => item.sk === RUN_BUDGET_SK);
       const events = Items.filter((item) => item.sk !== RUN_META_SK && item.sk !== RUN_BUDGET_SK).map(toEvent);
-      readBudget?.spend(events.reduce((bytes, event) => bytes + eventBytes(event), 0));
+      readBudget?.spend(events.slice(0, eventLimit).reduce((bytes, event) => bytes + eventBytes(event), 0));
       return {
         run: toRun(meta),
         budget: budget ? toBudget(budget) : null,

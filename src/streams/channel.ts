@@ -4,8 +4,6 @@ import type { SendBudget } from './send-budget.ts';
 export interface ChannelOptions<T> {
   /** Most items held; push() refuses beyond it. */
   capacity: number;
-  /** Keep only the newest item (state feeds: an older state is worthless once a newer one exists). */
-  latestOnly?: boolean;
   /** The connection's budget: queued items hold their size in it, and push() refuses what does not fit. */
   budget?: SendBudget;
   sizeOf?: (item: T) => number;
@@ -19,6 +17,10 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private readonly queue: T[] = [];
   /** The size each queued item holds in the budget. */
   private readonly sizes: number[] = [];
+  /** What the item last handed to the consumer holds, until it asks for the next (it is being sent meanwhile). */
+  private handed = 0;
+  /** The size of the push last refused: the feed is told once that much fits again. */
+  private refusedSize = 0;
   private waiter: ((result: IteratorResult<T>) => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private done = false;
@@ -32,21 +34,19 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   /** @returns false when the channel (or the connection's budget) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
+    const size = this.options.budget ? (this.options.sizeOf?.(item) ?? 0) : 0;
+    if ((!this.waiter && this.queue.length >= this.options.capacity) || (this.options.budget && !this.options.budget.tryHold(size))) {
+      this.wasFull = true;
+      this.refusedSize = size;
+      this.drained();
+      return false;
+    }
     if (this.waiter) {
       const resolve = this.waiter;
       this.waiter = this.failWaiter = undefined;
+      this.handed = size;
       resolve({ value: item, done: false });
       return true;
-    }
-    if (this.options.latestOnly) {
-      this.queue.length = 0;
-      this.queue.push(item);
-      return true;
-    }
-    const size = this.options.budget ? (this.options.sizeOf?.(item) ?? 0) : 0;
-    if (this.queue.length >= this.options.capacity || (this.options.budget && !this.options.budget.tryHold(size))) {
-      this.wasFull = true;
-      return false;
     }
     this.queue.push(item);
     this.sizes.push(size);
@@ -60,7 +60,8 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   stall() {
     if (this.done) return;
     this.wasFull = true;
-    if (this.queue.length === 0) this.drained();
+    this.refusedSize = 1;
+    this.drained();
   }
 
   /** Ends the stream: the consumer gets what is queued, then done (server shutdown). */
@@ -83,11 +84,12 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   }
 
   next(): Promise<IteratorResult<T>> {
+    this.releaseHanded();
     if (this.queue.length > 0) {
       const item = this.queue.shift() as T;
-      this.options.budget?.release(this.sizes.shift() ?? 0);
+      this.handed = this.sizes.shift() ?? 0;
       if (this.ending && this.queue.length === 0) queueMicrotask(() => this.close());
-      if (this.queue.length === 0) this.drained();
+      this.drained();
       return Promise.resolve({ value: item, done: false });
     }
     if (this.failure !== undefined) {
@@ -97,11 +99,6 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     }
     if (this.done) return Promise.resolve({ value: undefined, done: true });
     this.drained();
-    const refilled = this.queue.shift();
-    if (refilled !== undefined) {
-      this.options.budget?.release(this.sizes.shift() ?? 0);
-      return Promise.resolve({ value: refilled, done: false });
-    }
     return new Promise((resolve, reject) => {
       this.waiter = resolve;
       this.failWaiter = reject;
@@ -117,23 +114,41 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     return this;
   }
 
-  /** The queue is empty after a refused push: tell the feed, once the connection has room again. */
+  /**
+   * After a refused push, the feed is told (never from inside push or next) once the queue is
+   * empty and the budget has room for what was refused.
+   */
   private drained() {
-    if (!this.wasFull || this.cancelRoomWait) return;
+    if (!this.wasFull || this.queue.length > 0 || this.cancelRoomWait || this.done) return;
     const notify = () => {
       this.cancelRoomWait = undefined;
-      if (this.done) return;
+      if (this.done || !this.wasFull || this.queue.length > 0) return;
       this.wasFull = false;
       this.options.onDrained?.();
     };
-    if (!this.options.budget?.full) return notify();
-    this.cancelRoomWait = this.options.budget.whenRoom(notify);
+    if (this.options.budget) {
+      this.cancelRoomWait = this.options.budget.whenRoom(this.refusedSize, notify);
+      return;
+    }
+    let cancelled = false;
+    this.cancelRoomWait = () => {
+      cancelled = true;
+    };
+    queueMicrotask(() => cancelled || notify());
+  }
+
+  private releaseHanded() {
+    if (this.handed === 0) return;
+    const size = this.handed;
+    this.handed = 0;
+    this.options.budget?.release(size);
   }
 
   private close() {
     if (this.done) return;
     this.done = true;
     this.queue.length = 0;
+    this.releaseHanded();
     for (const size of this.sizes.splice(0)) this.options.budget?.release(size);
     this.cancelRoomWait?.();
     this.cancelRoomWait = undefined;

@@ -55,6 +55,8 @@ const MAX_PENDING = 1_000;
 /** A feed's own budget when its connection gives none. */
 const DEFAULT_BUDGET_BYTES = 1024 * 1024;
 
+type PageStep = 'more' | 'done' | 'stop';
+
 export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<FeedEvent> {
   const { hub, events, tenant, runId, types, holeGraceMs = 20, gapWaitMs = 30_000, capacity = 1000 } = options;
   const wanted = types?.length ? new Set(types) : undefined;
@@ -81,6 +83,8 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<Feed
   };
   let filling: Promise<void> | undefined;
   let fillAgain = false;
+  /** The last fill stopped at a hole it is still waiting for. */
+  let holeOpen = false;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
@@ -193,39 +197,51 @@ export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<Feed
   async function fillOnce() {
     do {
       fillAgain = false;
-      let waiting = false;
+      holeOpen = false;
       if (recheckDue) {
         recheckDue = false;
         await recheckSkipped();
       }
-      pages: for (;;) {
-        if (closed || behind || next === undefined) return;
-        if (budget.full) {
-          // Nothing read could be queued now: read once the connection has room.
-          lag(true);
-          pending.clear();
-          out.stall();
-          return;
-        }
-        const after = next - 1;
-        const page = await budget.read(() => events.page({ tenant, runId, after, limit: PAGE, consistent: true, singleRequest: true }));
-        for (const event of page.events) {
-          if (behind || closed) return;
-          if (event.seq < next) continue;
-          if (event.seq > next && !hole(event.seq)) {
-            waiting = true;
-            break pages;
-          }
-          deliver(event);
-        }
-        if (!page.more) break;
-      }
+      for (let step: PageStep = 'more'; step === 'more'; ) step = await readPage();
+      if (closed || behind) return;
+      const waiting = holeOpen;
       // Seen live but not (any more) in the table, behind a hole: the same wait, then step over.
       const known = Math.min(...pending.keys());
-      if (!waiting && next !== undefined && pending.size > 0 && known > next && !hole(known)) waiting = true;
-      if (waiting) later(Math.min(GAP_RECHECK_MAX_MS, GAP_RECHECK_FIRST_MS * 2 ** holeLooks++));
+      if (waiting || (next !== undefined && pending.size > 0 && known > next && !hole(known)))
+        later(Math.min(GAP_RECHECK_MAX_MS, GAP_RECHECK_FIRST_MS * 2 ** holeLooks++));
       flush();
     } while (fillAgain && !closed);
+  }
+
+  /**
+   * Reads one page from `next` on and hands out what it can. Its own frame: the page is
+   * dropped when it returns, not kept while the next read waits for its turn.
+   */
+  async function readPage(): Promise<PageStep> {
+    if (closed || behind || next === undefined) return 'stop';
+    const after = next - 1;
+    // Read only while the connection has room: nothing read now could be queued otherwise.
+    const page = await budget.read(async () =>
+      budget.full
+        ? undefined
+        : events.page({ tenant, runId, after, limit: budget.itemsWithRoom(PAGE), consistent: true, singleRequest: true }),
+    );
+    if (!page) {
+      lag(true);
+      pending.clear();
+      out.stall();
+      return 'stop';
+    }
+    for (const event of page.events) {
+      if (behind || closed) return 'stop';
+      if (event.seq < next) continue;
+      if (event.seq > next && !hole(event.seq)) {
+        holeOpen = true;
+        return 'stop';
+      }
+      deliver(event);
+    }
+    return page.more ? 'more' : 'done';
   }
 
   /** Stepped-over seqs written since, which the live feed may not have brought (it was behind, or the stream lost them). */

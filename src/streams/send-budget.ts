@@ -6,8 +6,10 @@
  */
 export class SendBudget {
   private held = 0;
-  private readonly roomWaiters = new Set<() => void>();
+  private readonly roomWaiters = new Map<() => void, number>();
   private readers = 0;
+  /** A running estimate of an item's size, to read no more than there is room for. */
+  private typical = 1024;
   private readonly readerQueue: Array<() => void> = [];
 
   /**
@@ -33,9 +35,15 @@ export class SendBudget {
 
   /** Holds `bytes` if they fit; false (nothing held) if they do not. */
   tryHold(bytes: number): boolean {
+    this.typical = 0.8 * this.typical + 0.2 * bytes;
     if (this.held > 0 && this.held + bytes > this.limit) return false;
     this.hold(bytes);
     return true;
+  }
+
+  /** How many items to read now: as many as there is room for, judging by the items seen so far (at least 1, at most `most`). */
+  itemsWithRoom(most: number) {
+    return Math.max(1, Math.min(most, Math.floor((this.limit - this.held) / this.typical)));
   }
 
   /** Holds `bytes` whatever the room (a frame already built and being written). */
@@ -48,20 +56,31 @@ export class SendBudget {
     const released = Math.min(bytes, this.held);
     this.held -= released;
     this.totals.held -= released;
-    if (this.held < this.limit && this.roomWaiters.size > 0) {
-      const waiters = [...this.roomWaiters];
-      this.roomWaiters.clear();
-      for (const wake of waiters) wake();
+    for (const [wake, wanted] of this.roomWaiters) {
+      if (!this.fits(wanted)) continue;
+      this.roomWaiters.delete(wake);
+      wake();
     }
   }
 
-  /** Calls `then` once there is room (at once if there is). @returns a function that cancels the wait */
-  whenRoom(then: () => void): () => void {
-    if (!this.full) {
-      then();
-      return () => {};
+  /** Whether `bytes` would be let in now. */
+  fits(bytes: number) {
+    return this.held === 0 || this.held + bytes <= this.limit;
+  }
+
+  /**
+   * Calls `then` once `bytes` fit (soon, never from inside this call, if they fit now).
+   * @returns a function that cancels the wait
+   */
+  whenRoom(bytes: number, then: () => void): () => void {
+    if (this.fits(bytes)) {
+      let cancelled = false;
+      queueMicrotask(() => cancelled || then());
+      return () => {
+        cancelled = true;
+      };
     }
-    this.roomWaiters.add(then);
+    this.roomWaiters.set(then, bytes);
     return () => this.roomWaiters.delete(then);
   }
 

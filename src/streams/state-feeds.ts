@@ -8,8 +8,9 @@
 import type { Stores } from '../context.ts';
 import type { Budget, Lease, Run } from '../domain/run.ts';
 import { topics } from './changes.ts';
-import { Channel } from './channel.ts';
 import type { Hub } from './hub.ts';
+import { Latest } from './latest.ts';
+import type { SendBudget } from './send-budget.ts';
 
 export interface RunState {
   run: Run;
@@ -26,10 +27,15 @@ const newer = (candidate: { version: number } | null | undefined, current: { ver
   !!candidate && (!current || candidate.version > current.version);
 
 /** Status and budget changes of a run, as its whole latest state. */
-export function runFeed({ hub, stores, onError }: FeedDeps, tenant: string, runId: string): AsyncIterableIterator<RunState> {
+export function runFeed(
+  { hub, stores, onError }: FeedDeps,
+  tenant: string,
+  runId: string,
+  sendBudget?: SendBudget,
+): AsyncIterableIterator<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
-  const out = new Channel<RunState>({ capacity: 1, latestOnly: true, onClose: () => unsubscribe() });
+  const out = new Latest<RunState>({ budget: sendBudget, onClose: () => unsubscribe() });
   const emit = () => {
     if (run) out.push({ run, budget });
   };
@@ -84,9 +90,14 @@ export function runFeed({ hub, stores, onError }: FeedDeps, tenant: string, runI
 }
 
 /** Changes of a unit's lease. */
-export function leaseFeed({ hub, stores, onError }: FeedDeps, tenant: string, unitId: string): AsyncIterableIterator<Lease> {
+export function leaseFeed(
+  { hub, stores, onError }: FeedDeps,
+  tenant: string,
+  unitId: string,
+  budget?: SendBudget,
+): AsyncIterableIterator<Lease> {
   let lease: Lease | null = null;
-  const out = new Channel<Lease>({ capacity: 1, latestOnly: true, onClose: () => unsubscribe() });
+  const out = new Latest<Lease>({ budget, onClose: () => unsubscribe() });
   let ready = false;
   const early: Lease[] = [];
   const apply = (next: Lease | null) => {

@@ -106,9 +106,9 @@ describe('a revoked key', () => {
     await expect(
       subscribeSse(api.url, 'subscription { leaseChanged(unitId: "u") { owner } }', {}, 'leaseChanged', { key: REVOKED }).until(1),
     ).rejects.toThrow(/HTTP 401/);
-    // A socket opened before the revocation gets no new operations.
+    // A socket opened before the revocation is closed by the server (4403) and gets no new operations.
     const sub = subscribeWs(ws, '{ runs(first: 1) { edges { cursor } } }', {}, 'runs');
-    await expect(sub.until(1)).rejects.toThrow(/not valid/);
+    await expect(sub.until(1)).rejects.toThrow(/4403|not valid|revoked/);
     await ws.dispose();
     expect(await status({ authorization: `Bearer ${WRITER}` })).toBe(200);
   });
@@ -124,5 +124,41 @@ describe('starting', () => {
       introspection: false,
     });
     expect(loadConfig({ NODE_ENV: 'production', RUNPLANE_API_KEYS: `${WRITER}=acme` })).toMatchObject({ production: true });
+  });
+});
+
+describe('revoking a key ends what it has open', () => {
+  test('its WebSocket is closed with 4403 and its SSE stream ends with UNAUTHENTICATED within seconds; neither gets another event', async () => {
+    const LATER = 'revoked-later-0123456789abc';
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n${LATER}=acme\n`);
+    await waitFor(async () => (await status({ authorization: `Bearer ${LATER}` })) === 200, { what: 'the new key to be read' });
+    const runId = `revoke-${Date.now()}`;
+    await api.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`, {}, { key: WRITER });
+    const append = () => api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "t" }) { __typename } }`, {}, { key: WRITER });
+    const query = `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq } }`;
+    const socket = new WebSocket(api.url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+    const received: number[] = [];
+    const closed = new Promise<number>((resolve) => socket.on('close', (code) => resolve(code)));
+    socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${LATER}` } })));
+    socket.on('message', (data) => {
+      const message = JSON.parse(String(data));
+      if (message.type === 'connection_ack') socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query } }));
+      if (message.type === 'next') received.push(message.payload.data.runEvents.seq);
+    });
+    const sse = subscribeSse<{ seq: number }>(api.url, query, {}, 'runEvents', { key: LATER });
+    await append();
+    await waitFor(() => received.length === 1, { what: 'the first event over WebSocket' });
+    await sse.until(1);
+
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n`);
+    expect(await closed).toBe(4403);
+    await waitFor(() => sse.completed || sse.errors.length > 0, { what: 'the SSE stream to end' });
+    expect(JSON.stringify(sse.errors)).toMatch(/UNAUTHENTICATED|revoked/);
+    await append();
+    await append();
+    // The writer's key still works; the revoked key's streams got nothing more.
+    expect(await status({ authorization: `Bearer ${WRITER}` })).toBe(200);
+    expect(received).toEqual([1]);
+    expect(sse.items.map((e) => e.seq)).toEqual([1]);
   });
 });

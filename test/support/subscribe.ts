@@ -35,7 +35,13 @@ function collector<T>(stop: () => void): Collected<T> {
         what: `${count} items (have ${collected.items.length})`,
       });
       if (collected.errors.length > 0) {
-        const described = collected.errors.map((e) => (e instanceof Error ? { ...e, message: e.message } : e));
+        const described = collected.errors.map((e) =>
+          e instanceof Error
+            ? { ...e, message: e.message }
+            : e && typeof e === 'object' && 'code' in e
+              ? { closed: (e as { code: number }).code, reason: (e as { reason?: string }).reason }
+              : e,
+        );
         throw new Error(`subscription failed: ${JSON.stringify(described)}`);
       }
       return collected.items;
