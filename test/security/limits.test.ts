@@ -106,7 +106,7 @@ describe('subscription caps', () => {
     await socket.until((frames) => frames.filter((f) => f.type === 'error').length >= 2900, 'the flood to be answered', 30_000);
     const refused = socket.frames
       .filter((f) => f.type === 'error')
-      .map((f) => (f.message?.payload as { extensions: { code: string } }[])[0]);
+      .map((f) => (f.message?.payload as { extensions: { code: string } }[] | undefined)?.[0]);
     const codes = new Set(refused.map((e) => e?.extensions.code));
     expect(codes.has('RATE_LIMITED')).toBe(true);
     expect(refused.find((e) => e?.extensions.code === 'RATE_LIMITED')).toMatchObject({
