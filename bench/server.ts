@@ -111,10 +111,17 @@ export async function startProcess(
 export async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
   const up = /Runplane is up: (\S+)/;
   const engine = /embedded engine on (\S+)/;
-  const child = await startProcess('src/main.ts', { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...env }, [
-    up,
-    engine,
-  ]);
+  // The load generator is one address holding thousands of connections: the per-client caps would measure themselves.
+  const uncapped = {
+    RUNPLANE_MAX_CONNECTIONS_PER_ADDRESS: '0',
+    RUNPLANE_MAX_CONNECTIONS_PER_TENANT: '1000000',
+    RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT: '1000000',
+  };
+  const child = await startProcess(
+    'src/main.ts',
+    { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...uncapped, ...env },
+    [up, engine],
+  );
   const url = up.exec(child.output())?.[1] as string;
   return {
     ...child,

@@ -48,7 +48,8 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-export async function startCluster(servers = 2): Promise<Cluster> {
+/** `env`: settings every API server gets (a scenario's own). */
+export async function startCluster(servers = 2, env: Record<string, string> = {}): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'runplane-chaos-'));
   const table = 'chaos';
   const ports: number[] = [];
@@ -73,6 +74,7 @@ export async function startCluster(servers = 2): Promise<Cluster> {
         RUNPLANE_TABLE: table,
         RUNPLANE_GRAPHIQL: 'false',
         NODE_ENV: 'development',
+        ...env,
       },
       [/Runplane is up/],
       [],

@@ -31,6 +31,10 @@ export interface Scenario {
   stallChance?: number;
   /** Checks that the probe's connected subscriber gets each probe event within this long. */
   maxDeliveryMs?: number;
+  /** Settings of the API servers for this scenario. */
+  serverEnv?: Record<string, string>;
+  /** Readers that stop reading now and then, on a run of large events (the scenario must make their feeds fall behind). */
+  stalledReaders?: { readers: number; copies: number; padBytes: number };
 }
 
 /** Faults injected into the engine for a window in the middle of the load; returns the calls they hit. */
@@ -107,6 +111,17 @@ export const scenarios: Scenario[] = [
     fault: (cluster, ms) => window(cluster, ms, [{ operations: WRITES, error: 'InternalServerError', after: true, probability: 0.5 }]),
   },
   {
+    name: 'stalled-readers',
+    what: 'subscribers stop reading their socket for seconds at a time while large events flow, then read on',
+    // A small send buffer: the stalled readers' feeds fall back to the table within a stall.
+    serverEnv: { RUNPLANE_SEND_BUFFER_BYTES: '262144' },
+    stalledReaders: { readers: 2, copies: 20, padBytes: 24 * 1024 },
+    async fault(_cluster, ms) {
+      await sleep(ms);
+      return 0;
+    },
+  },
+  {
     name: 'lease-stalls',
     what: 'lease workers stall past their lease (and crash) half of the time',
     stallChance: 0.5,
@@ -177,15 +192,16 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
 
 /** Runs one scenario for `seconds` of load and checks it. */
 export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
-  const cluster = await startCluster(2);
+  const cluster = await startCluster(2, scenario.serverEnv);
   const history = new History();
   const began = performance.now();
   try {
     const runs = ['alpha', 'beta', 'gamma'];
     const probeRun = 'probe';
     const rawRun = 'raw';
+    const bulkRun = 'bulk';
     const setup = graphql(() => cluster.urls[0] as string, history);
-    for (const id of [...runs, probeRun, rawRun]) {
+    for (const id of [...runs, probeRun, rawRun, bulkRun]) {
       // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
         input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
@@ -200,6 +216,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       stallChance: scenario.stallChance,
       cappedRun: 'gamma',
       probeRun,
+      stalled: scenario.stalledReaders && { runId: bulkRun, ...scenario.stalledReaders },
       raw: {
         runId: rawRun,
         // Conditional and idempotent: a put that finds its own row (a lost answer, resent) landed.
@@ -222,17 +239,28 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       },
     });
     log(`${scenario.name}: load on, ${scenario.what}`);
+    // How many feeds fell behind on the server the readers are on (a stalled-readers scenario must make some).
+    let mostLagging = 0;
+    const sampling = setInterval(() => {
+      void fetch(new URL('/metrics', cluster.urls[1]))
+        .then((r) => r.text())
+        .then((text) => {
+          mostLagging = Math.max(mostLagging, Number(/^runplane_subscriptions_lagging (\d+)/m.exec(text)?.[1] ?? 0));
+        })
+        .catch(() => undefined);
+    }, 200);
     const faults = await Promise.all([scenario.fault(cluster, seconds * 1000), sleep(seconds * 1000)]).then(([n]) => n);
     // The faults are over: everything still under way must now get through on its own.
     await workload.stopLoad(15_000);
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
-    const watched = [...runs, probeRun, rawRun];
+    const watched = [...runs, probeRun, rawRun, ...(scenario.stalledReaders ? [bulkRun] : [])];
     let state = await snapshot(cluster, watched);
     const caughtUp = () => workload.subscriptions.every((s) => (s.events.at(-1)?.seq ?? 0) >= (state.events.get(s.runId)?.length ?? 0));
     const deadline = performance.now() + 15_000;
     while (!caughtUp() && performance.now() < deadline) await sleep(50);
     await workload.stopSubscribers();
+    clearInterval(sampling);
     state = await snapshot(cluster, watched);
     const violations = [
       ...unresolved.map(
@@ -245,6 +273,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ...checkMutualExclusion(history),
       ...(scenario.maxDeliveryMs ? checkDeliveryLatency(history, workload.subscriptions, probeRun, scenario.maxDeliveryMs) : []),
       ...checkSubscriptions(workload.subscriptions, state, workload.lateFills),
+      ...(scenario.stalledReaders && mostLagging === 0
+        ? [`the stalled readers (${workload.readerStalls} stalls) never made a feed fall behind: the scenario tested nothing`]
+        : []),
     ];
     const readiness = await Promise.all(
       cluster.urls.map(
@@ -281,7 +312,8 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ),
       refused: history.operations.filter((o) => o.outcome === 'refused').length,
       unknown: history.operations.filter((o) => o.outcome === 'unknown').length,
-      faults,
+      // A stalled reader is this scenario's fault.
+      faults: faults + workload.readerStalls,
       stalls: workload.stalls,
       crashes: workload.crashes,
       subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),

@@ -31,14 +31,20 @@ export interface WorkloadOptions {
   hedgeChance?: number;
   /** A run only the raw writer writes to, through `put` (the table, not the API), and one subscriber watches. */
   raw?: { runId: string; put(seq: number, op: string): Promise<void> };
+  /**
+   * A run written to steadily with large events, watched by readers that now and then stop
+   * reading their socket for seconds (the server's buffer for them fills; their feeds fall
+   * back to the table), each with several subscriptions on one socket.
+   */
+  stalled?: { runId: string; readers: number; copies: number; padBytes: number };
 }
 
 /**
  * The raw writer's gap-filling puts that landed later than this after the event past them:
- * a feed may rightly have stepped over the hole by then (it waits a second), so subscribers
- * need not have them.
+ * a feed may rightly have stepped over the hole by then (it waits RUNPLANE_GAP_WAIT_SECONDS,
+ * 30 s), so subscribers need not have them in their place.
  */
-export const LATE_FILL_MS = 600;
+export const LATE_FILL_MS = 30_000;
 
 /** What a subscriber got, in order, across its reconnects. */
 export interface Subscription {
@@ -75,6 +81,8 @@ export function startWorkload(options: WorkloadOptions) {
   let subscribing = true;
   let stalls = 0;
   let crashes = 0;
+  /** Times a stalled reader stopped reading its socket. */
+  let readerStalls = 0;
   /** The raw writer's ops whose put filled a hole late (see LATE_FILL_MS). */
   const lateFills = new Set<string>();
 
@@ -297,18 +305,81 @@ export function startWorkload(options: WorkloadOptions) {
     }
   };
 
+  /** Appends large events to the stalled readers' run through server 0, in bursts (group commit writes them together). */
+  const bulkWriter = async ({ runId, padBytes }: NonNullable<WorkloadOptions['stalled']>) => {
+    const pad = 'p'.repeat(padBytes);
+    for (let n = 1; generating; ) {
+      await Promise.all(
+        Array.from({ length: 8 }, () => {
+          const op = `bulk-${n++}`;
+          return perform('bulk', () => urls[0] as string, 'append', APPEND, { runId, type: 'bulk', payload: { op, pad } }, false);
+        }),
+      );
+    }
+  };
+
+  /**
+   * One socket on server 1 with `copies` subscriptions to the run, each from seq 0; now and then
+   * it stops reading for a while, then reads on. Each copy must still get every event once, in order.
+   */
+  const stalledReader = async ({ runId, copies }: NonNullable<WorkloadOptions['stalled']>) => {
+    const socket = new WebSocket((urls[1 % urls.length] as string).replace(/^http/, 'ws'), 'graphql-transport-ws');
+    const copiesOf = Array.from({ length: copies }, (): Subscription => ({ runId, events: [], resumes: 0, stable: true }));
+    subscriptions.push(...copiesOf);
+    const query = 'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq payload } }';
+    socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init' })));
+    socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as {
+        type: string;
+        id?: string;
+        payload?: { data?: { runEvents: { seq: number; payload: { op?: string } } } };
+      };
+      if (message.type === 'connection_ack') {
+        for (const i of copiesOf.keys())
+          socket.send(JSON.stringify({ id: String(i), type: 'subscribe', payload: { query, variables: { r: runId } } }));
+      }
+      const event = message.payload?.data?.runEvents;
+      if (message.type === 'next' && event) copiesOf[Number(message.id)]?.events.push({ seq: event.seq, op: event.payload?.op ?? null });
+    });
+    await new Promise((resolve) => socket.once('open', resolve));
+    const lagging = async () => {
+      const text = await fetch(new URL('/metrics', urls[1 % urls.length])).then(
+        (r) => r.text(),
+        () => '',
+      );
+      return Number(/^runplane_subscriptions_lagging (\d+)/m.exec(text)?.[1] ?? 0) > 0;
+    };
+    while (subscribing) {
+      await sleep(500 + Math.random() * 1_000);
+      if (!generating) continue;
+      socket.pause();
+      readerStalls++;
+      // Stalled until the server's feeds have fallen behind (however fast this machine writes), then a little longer.
+      const until = performance.now() + 10_000;
+      while (generating && performance.now() < until && !(await lagging())) await sleep(100);
+      await sleep(500 + Math.random() * 1_000);
+      socket.resume();
+    }
+    socket.resume();
+    socket.close();
+  };
+
   const tasks = [
     ...Array.from({ length: options.appenders ?? 8 }, (_, i) => appender(i)),
     ...Array.from({ length: options.chargers ?? 3 }, (_, i) => charger(i)),
     ...Array.from({ length: workers }, (_, i) => worker(i)),
     ...(options.probeRun ? [prober(options.probeRun)] : []),
     ...(options.raw ? [rawWriter(options.raw).catch(() => {})] : []),
+    ...(options.stalled ? [bulkWriter(options.stalled)] : []),
   ];
   const watching = [
     ...Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i)),
     // On server 1, the prober writes through server 0: only the stream poller brings its events.
     ...(options.probeRun ? [subscriber(0, options.probeRun)] : []),
     ...(options.raw ? [subscriber(0, undefined, options.raw.runId)] : []),
+    ...Array.from({ length: options.stalled?.readers ?? 0 }, () =>
+      stalledReader(options.stalled as NonNullable<WorkloadOptions['stalled']>),
+    ),
   ];
 
   return {
@@ -319,6 +390,9 @@ export function startWorkload(options: WorkloadOptions) {
     },
     get crashes() {
       return crashes;
+    },
+    get readerStalls() {
+      return readerStalls;
     },
     lateFills,
     /** Stops making new operations; those under way keep retrying (keyed) until `drainMs` from now. */

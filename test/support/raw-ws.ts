@@ -58,8 +58,9 @@ export async function rawSocket(
     closed,
     send: (message) => socket.send(typeof message === 'string' ? message : JSON.stringify(message)),
     subscribe: (id, query, variables = {}) => raw.send({ id, type: 'subscribe', payload: { query, variables } }),
-    pause: () => (socket as unknown as { _socket: { pause(): void } })._socket.pause(),
-    resume: () => (socket as unknown as { _socket: { resume(): void } })._socket.resume(),
+    // ws's own pause: its receiver would otherwise resume the socket when it drains.
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
     until: (test, what, timeoutMs = 10_000) => waitFor(() => test(frames), { timeoutMs, what }),
     close: () => socket.close(),
   };
