@@ -56,6 +56,8 @@ export interface App {
 /** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
 const MAX_ID_LENGTH = 128;
 const MAX_OPERATION_NAME_LENGTH = 256;
+/** A document that may hold a subscription (every subscription operation is spelled with this word). */
+const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
 
 const unauthenticated = (message: string) =>
   new GraphQLError(message, { extensions: { code: codes.unauthenticated, http: { status: 401 } } });
@@ -101,9 +103,11 @@ export function buildApp(deps: AppDeps): App {
       const { tenant, keyId, connection } = args.contextValue as Context;
       // Over WebSocket, subscriptions are admitted (and given back) with their socket.
       if (connection.transport !== 'http') return;
+      const tooFast = admission.setup({ address: connection.address });
+      if (tooFast) return setResultAndStopExecution({ errors: [tooFast] } as never);
       const connected = admission.connect(tenant);
       if (connected instanceof GraphQLError) return setResultAndStopExecution({ errors: [connected] } as never);
-      const subscribed = admission.subscribe(tenant, { address: connection.address });
+      const subscribed = admission.subscribe(tenant);
       if (subscribed instanceof GraphQLError) {
         connected();
         return setResultAndStopExecution({ errors: [subscribed] } as never);
@@ -283,6 +287,11 @@ export function buildApp(deps: AppDeps): App {
         }
         const session = socketSessions.get(socket);
         if (!session) return [unauthenticated('Send connection_init with an API key first')];
+        // The setup rate is taken before parsing: a flood of subscribes costs a token check each.
+        if (SUBSCRIPTION_KEYWORD.test(payload.query)) {
+          const tooFast = admission.setup({ slot: session.slot });
+          if (tooFast) return [tooFast];
+        }
         const enveloped = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
@@ -306,7 +315,7 @@ export function buildApp(deps: AppDeps): App {
         if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
         let release: Release = () => {};
         if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
-          const admitted = admission.subscribe(principal.tenant, { slot: session.slot });
+          const admitted = admission.subscribe(principal.tenant, session.slot);
           if (admitted instanceof GraphQLError) return [admitted];
           release = admitted;
         }

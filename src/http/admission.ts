@@ -1,6 +1,6 @@
 /**
- * What one client may hold open: subscriptions per connection and per tenant, connections
- * (WebSockets and SSE streams) per tenant, and how fast it may set subscriptions up. Each
+ * What one client may hold open on this server: subscriptions per connection and per tenant,
+ * connections (WebSockets and SSE streams) per tenant, and how fast it may set subscriptions up. Each
  * admission returns the function that gives its place back; a refusal is a GraphQLError
  * naming the limit and its variable, answered before any work is done for the request.
  */
@@ -101,19 +101,21 @@ export function createAdmission(limits: ConnectionLimits) {
     },
 
     /**
-     * A subscription of `tenant` starts on a connection (a WebSocket's slot) or from an
-     * address (SSE, one stream per request).
+     * A subscription setup on a connection (a WebSocket's slot) or from an address (SSE, one
+     * stream per request): refused past the setup rate. Checked before the operation is parsed.
      */
-    subscribe(tenant: string, on: { slot: ConnectionSlot } | { address: string }): Release | GraphQLError {
-      const bucket = 'slot' in on ? on.slot.bucket : bucketOf(on.address);
-      const rate = bucket.take();
-      if (!rate.ok) {
-        return new GraphQLError(
-          `Too many subscriptions set up too fast (at most ${limits.subscribeRate} a second, RUNPLANE_SUBSCRIBE_RATE): retry in ${rate.retryAfterMs} ms`,
-          { extensions: { code: codes.rateLimited, retryAfterMs: rate.retryAfterMs, http: { status: 429 } } },
-        );
-      }
-      if ('slot' in on && on.slot.subscriptions >= limits.maxSubscriptionsPerConnection) {
+    setup(on: { slot: ConnectionSlot } | { address: string }): GraphQLError | undefined {
+      const rate = ('slot' in on ? on.slot.bucket : bucketOf(on.address)).take();
+      if (rate.ok) return undefined;
+      return new GraphQLError(
+        `Too many subscriptions set up too fast (at most ${limits.subscribeRate} a second, RUNPLANE_SUBSCRIBE_RATE): retry in ${rate.retryAfterMs} ms`,
+        { extensions: { code: codes.rateLimited, retryAfterMs: rate.retryAfterMs, http: { status: 429 } } },
+      );
+    },
+
+    /** A subscription of `tenant` starts, on a WebSocket's slot or over SSE. */
+    subscribe(tenant: string, slot?: ConnectionSlot): Release | GraphQLError {
+      if (slot && slot.subscriptions >= limits.maxSubscriptionsPerConnection) {
         return limited(
           'Too many subscriptions on this connection',
           'RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION',
@@ -128,10 +130,10 @@ export function createAdmission(limits: ConnectionLimits) {
         );
       }
       count(subscriptions, tenant, 1);
-      if ('slot' in on) on.slot.subscriptions++;
+      if (slot) slot.subscriptions++;
       return once(() => {
         count(subscriptions, tenant, -1);
-        if ('slot' in on) on.slot.subscriptions--;
+        if (slot) slot.subscriptions--;
       });
     },
 
