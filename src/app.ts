@@ -1,7 +1,6 @@
 /** The HTTP side: graphql-yoga on node:http (GraphiQL, SSE) and graphql-ws on the same path. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { type ExecutionArgs, type execute, GraphQLError, type GraphQLSchema, getOperationAST } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { createYoga } from 'graphql-yoga';
@@ -14,6 +13,7 @@ import { guards } from './guards.ts';
 import { type Admission, type ConnectionSlot, createAdmission, type Release } from './http/admission.ts';
 import { guardConnections } from './http/connections.ts';
 import { type CostRules, checkCost } from './http/cost.ts';
+import { graphiqlPage } from './http/graphiql.ts';
 import { createSessions } from './http/sessions.ts';
 import { sseDelivery } from './http/sse.ts';
 import { codes } from './schema/error-codes.ts';
@@ -49,7 +49,13 @@ export interface App {
   readonly admission: Admission;
   /** Listens; resolves to the /graphql URL. */
   start(port: number, host: string): Promise<string>;
-  /** Tells WebSocket clients it is going away, stops accepting, and waits (up to `graceMs`) for requests in flight. */
+  /**
+   * Begins a graceful stop: WebSockets are closed with 1012 (come back), SSE streams end
+   * without `complete` once their feeds end. Called by stop(); the composition root calls it
+   * first, before it ends the feeds.
+   */
+  closeStreams(): void;
+  /** Closes the streams, stops accepting, and waits (up to `graceMs`) for requests in flight. */
   stop(graceMs?: number): Promise<void>;
 }
 
@@ -172,9 +178,8 @@ export function buildApp(deps: AppDeps): App {
       if (!known) throw unauthenticated('An API key is required: Authorization: Bearer <key>');
       return context(known.principal, known.connection);
     },
-    graphiql: deps.graphiql ? { title: 'Runplane' } : false,
-    // GraphiQL served from this process, not a CDN: it works offline.
-    renderGraphiQL,
+    // GraphiQL is served before yoga sees the request (compressed, cached: http/graphiql.ts).
+    graphiql: false,
     landingPage: false,
     // Never stack traces or DynamoDB internals to clients, whatever NODE_ENV says.
     maskedErrors: { maskError: mask, isDev: false },
@@ -184,10 +189,14 @@ export function buildApp(deps: AppDeps): App {
       ...guards({ introspection: deps.introspection, suggestions: deps.suggestions, cost }),
       sseAdmission as never,
       sharedDelivery,
-      sseDelivery(mask),
+      sseDelivery(mask, () => stopping),
     ],
     logging: false,
   });
+
+  const page = deps.graphiql ? graphiqlPage({ endpoint: '/graphql' }) : undefined;
+  /** Set once a graceful stop began: streams then end without `complete` (clients come back). */
+  let stopping = false;
 
   const server = createServer({ connectionsCheckingInterval: 1_000 }, (req: IncomingMessage, res: ServerResponse) => {
     const refuse = (status: number, code: string, message: string) => {
@@ -216,12 +225,25 @@ export function buildApp(deps: AppDeps): App {
       });
       return;
     }
+    if (path === '/graphql' && page && wantsPage(req)) {
+      void page.serve(req, res).catch((err) => {
+        logError(err);
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+      return;
+    }
+    // graphql-sse's single connection mode (reserve a stream with PUT, then post operations with its token).
+    if (path === '/graphql' && (req.method === 'PUT' || req.headers['x-graphql-event-stream-token'] || /[?&]token=/.test(req.url ?? ''))) {
+      return refuse(
+        req.method === 'PUT' ? 405 : 400,
+        codes.badRequest,
+        "graphql-sse's single connection mode is not supported: use its distinct connections mode (createClient's default, singleConnection: false), or graphql-ws",
+      );
+    }
     // Who asks, before anything of the request is read or parsed: a request without a valid key costs nothing more.
     const key = bearer(req.headers.authorization);
     const principal = apiKeys.authenticate(key);
-    if (!principal && !(deps.graphiql && wantsPage(req))) {
-      return refuse(401, codes.unauthenticated, refusalOf(key).message);
-    }
+    if (!principal) return refuse(401, codes.unauthenticated, refusalOf(key).message);
     if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
       return refuse(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes`);
     }
@@ -229,7 +251,11 @@ export function buildApp(deps: AppDeps): App {
     if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
       return refuse(411, 'LENGTH_REQUIRED', 'Send the request body with a Content-Length');
     }
-    if (principal) served.set(req, { principal, connection: newConnection('http', req.socket.remoteAddress ?? '') });
+    const connection = newConnection('http', req.socket.remoteAddress ?? '');
+    // An SSE client resuming after what it last got (EventSource sends it by itself).
+    const lastEventId = req.headers['last-event-id'];
+    if (typeof lastEventId === 'string') connection.lastEventId = lastEventId;
+    served.set(req, { principal, connection });
     void yoga(req, res, { req });
   });
   const guarded = guardConnections(server, connections);
@@ -353,9 +379,15 @@ export function buildApp(deps: AppDeps): App {
           resolve(`http://${shown}:${address.port}/graphql`);
         });
       }),
+    closeStreams() {
+      stopping = true;
+      // 1012 (service restart): stock graphql-ws clients reconnect; an operation cut this way
+      // gets no `complete`, so a client that resumes from its last seq loses nothing.
+      for (const socket of webSockets.clients) socket.close(1012, 'The server is restarting: reconnect and resume from your last seq');
+    },
     async stop(graceMs = 5_000) {
       stopWatching[Symbol.dispose]();
-      // WebSocket clients are told the server is going away (1001), then HTTP stops accepting.
+      this.closeStreams();
       await graphqlWs.dispose();
       await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();

@@ -31,8 +31,13 @@ export interface RunEventsQuery {
 /** Subscriptions: ordered, deduplicated feeds of changes. */
 export interface LiveFeeds {
   runEvents(query: RunEventsQuery): AsyncIterableIterator<DeliveredEvent>;
-  runChanged(tenant: string, runId: string, budget?: SendBudget): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
-  leaseChanged(tenant: string, unitId: string, budget?: SendBudget): AsyncIterableIterator<Lease>;
+  runChanged(query: {
+    tenant: string;
+    runId: string;
+    budget?: SendBudget;
+    seen?: { run: number; budget: number };
+  }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
+  leaseChanged(query: { tenant: string; unitId: string; budget?: SendBudget; seen?: number }): AsyncIterableIterator<Lease>;
 }
 
 export interface Context {
@@ -58,4 +63,6 @@ export interface Connection {
   address: string;
   /** What the connection's subscriptions may hold (events queued, frames unsent). */
   budget: SendBudget;
+  /** SSE: the id of the last event the client got before reconnecting (Last-Event-ID). */
+  lastEventId?: string;
 }

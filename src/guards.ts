@@ -4,7 +4,6 @@
  * CSRF prevention, read-only keys, and introspection off where configured.
  */
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
-import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { type ExecutionArgs, GraphQLError, getOperationAST, NoSchemaIntrospectionCustomRule } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from './context.ts';
@@ -74,6 +73,27 @@ const shallowDocuments: Plugin<Context> = {
   },
 };
 
+/** Content types a browser sends without a CORS preflight. */
+const SIMPLE_CONTENT_TYPES = ['application/x-www-form-urlencoded', 'multipart/form-data', 'text/plain'];
+
+/**
+ * A request a browser may send from another site without a preflight (a plain GET, a form
+ * post) needs the `x-graphql-yoga-csrf` header, which such a page cannot set. Except a GET
+ * that asks for an event stream: EventSource cannot set headers at all, a GET never runs a
+ * mutation (yoga refuses them), and another site cannot read the stream it opens.
+ */
+const csrfPrevention: Plugin<Context> = {
+  onRequestParse({ request }) {
+    const contentType = request.headers.get('content-type')?.toLowerCase();
+    if (contentType && !SIMPLE_CONTENT_TYPES.some((simple) => contentType.startsWith(simple))) return;
+    if (request.headers.has('x-graphql-yoga-csrf')) return;
+    if (request.method === 'GET' && /\btext\/event-stream\b/.test(request.headers.get('accept') ?? '')) return;
+    throw new GraphQLError('Required CSRF header(s) not present: send x-graphql-yoga-csrf (any value)', {
+      extensions: { code: 'BAD_REQUEST', http: { status: 403 } },
+    });
+  },
+};
+
 /** Mutations need a key that may write. */
 const readOnlyKeys: Plugin<Context> = {
   onExecute({ args, setResultAndStopExecution }) {
@@ -102,8 +122,7 @@ export function guards({ introspection, suggestions, cost }: GuardOptions): Plug
       blockFieldSuggestion: { enabled: false },
     }) as Plugin<Context>,
     costLimit(cost),
-    // A request a browser sends without a preflight (a plain GET, a form post) needs this header.
-    useCSRFPrevention({ requestHeaders: ['x-graphql-yoga-csrf'] }) as Plugin<Context>,
+    csrfPrevention,
     readOnlyKeys,
   ];
   if (!suggestions) plugins.push(noSuggestions);

@@ -130,7 +130,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       open: apiKeys.open,
       stop() {
         stopping ??= (async () => {
-          // Open subscriptions complete first (their clients see the end), then the listeners stop.
+          // Subscribers are told to come back (WebSocket 1012; SSE ends without `complete`), not
+          // that their streams ended; then the feeds end and the listeners stop.
+          app.closeStreams();
           feeds.endSubscriptions();
           await app.stop();
           await raw.runs.settled();

@@ -24,6 +24,17 @@ const documentId = (document: DocumentNode) => {
 
 /** Results by event, then by who asked how; dropped with the event. */
 const results = new WeakMap<object, Map<string, Result>>();
+/** The event each result was made from (SSE names its frames after it). */
+const sources = new WeakMap<ExecutionResult, unknown>();
+
+/** The source event a subscription result was made from. */
+export const sourceOf = (result: ExecutionResult) => sources.get(result);
+
+const remember = (result: Result, payload: unknown): Result => {
+  if (result instanceof Promise) return result.then((done) => remember(done, payload) as ExecutionResult);
+  sources.set(result, payload);
+  return result;
+};
 
 /** Executes the operation for a payload, once per payload for everyone asking alike (same document, variables, principal). */
 export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Result {
@@ -39,7 +50,10 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
     let result = byKey.get(key);
     if (!result) {
       // Each event's result is a response of its own: it gets a whole response budget.
-      result = execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } });
+      result = remember(
+        execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
+        payload,
+      );
       byKey.set(key, result);
     }
     return result;

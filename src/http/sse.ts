@@ -8,7 +8,8 @@
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../context.ts';
-import { resultJson } from '../shared-delivery.ts';
+import type { DeliveredEvent, Lease } from '../domain/run.ts';
+import { resultJson, sourceOf } from '../shared-delivery.ts';
 
 /** A comment line now and then keeps proxies from closing a quiet stream. */
 const PING_MS = 12_000;
@@ -17,9 +18,27 @@ type Mask = (error: unknown, message: string) => Error;
 
 const encoder = new TextEncoder();
 
+/**
+ * The SSE id of a subscription's event, so that a client reconnecting with Last-Event-ID
+ * resumes after it: a runEvents event's seq (none for an event delivered late, which would
+ * take a resuming client back), a run's `<version>.<budget version>`, a lease's version.
+ */
+export function streamEventId(event: unknown): string | undefined {
+  if (event === null || typeof event !== 'object') return undefined;
+  if ('seq' in event && 'runId' in event) return (event as DeliveredEvent).late ? undefined : String((event as DeliveredEvent).seq);
+  if ('run' in event) {
+    const { run, budget } = event as { run: { version: number }; budget: { version: number } | null };
+    return `${run.version}.${budget?.version ?? 0}`;
+  }
+  if ('unitId' in event && 'version' in event) return String((event as Lease).version);
+  return undefined;
+}
+
 export function sseStream(
   results: AsyncIterable<ExecutionResult>,
   mask: Mask,
+  /** Whether the server is stopping: a stream that ends then is cut, not completed (the client comes back). */
+  stopping: () => boolean,
   Stream: typeof ReadableStream = ReadableStream,
 ): ReadableStream<Uint8Array> {
   const iterator = results[Symbol.asyncIterator]();
@@ -27,8 +46,8 @@ export function sseStream(
   const stop = () => clearInterval(ping);
   return new Stream<Uint8Array>({
     start(controller) {
-      // Some clients only see the response once something is in it.
-      controller.enqueue(encoder.encode(':\n\n'));
+      // Some clients only see the response once something is in it; EventSource reconnects after a second.
+      controller.enqueue(encoder.encode(':\nretry: 1000\n\n'));
       ping = setInterval(() => {
         if ((controller.desiredSize ?? 0) > 0) controller.enqueue(encoder.encode(':\n\n'));
       }, PING_MS);
@@ -40,10 +59,12 @@ export function sseStream(
       try {
         const item = await iterator.next();
         if (item.done) {
-          frame = 'event: complete\ndata:\n\n';
+          // Completed only when the subscription really ended; a stopping server just ends the response.
+          frame = stopping() ? '' : 'event: complete\ndata:\n\n';
           last = true;
         } else {
-          frame = `event: next\ndata: ${resultJson(item.value, mask)}\n\n`;
+          const id = streamEventId(sourceOf(item.value));
+          frame = `event: next\n${id ? `id: ${id}\n` : ''}data: ${resultJson(item.value, mask)}\n\n`;
         }
       } catch (err) {
         // The subscription failed (or its key was revoked): say why, then end it.
@@ -51,7 +72,7 @@ export function sseStream(
         frame = `event: next\ndata: ${resultJson({ errors: [error as never] }, mask)}\n\nevent: complete\ndata:\n\n`;
         last = true;
       }
-      controller.enqueue(encoder.encode(frame));
+      if (frame) controller.enqueue(encoder.encode(frame));
       if (last) {
         stop();
         controller.close();
@@ -67,13 +88,13 @@ export function sseStream(
 const acceptsEventStream = (request: Request) => /\btext\/event-stream\b/.test(request.headers.get('accept') ?? '');
 
 /** Takes over yoga's SSE answer for subscriptions (its other answers stay as they are). */
-export function sseDelivery(mask: Mask): Plugin<Context> {
+export function sseDelivery(mask: Mask, stopping: () => boolean): Plugin<Context> {
   return {
     onResultProcess({ request, result, setResultProcessor }) {
       if (!acceptsEventStream(request) || !(Symbol.asyncIterator in (result as object))) return;
       setResultProcessor(
         (stream, fetchAPI) =>
-          new fetchAPI.Response(sseStream(stream as AsyncIterable<ExecutionResult>, mask, fetchAPI.ReadableStream), {
+          new fetchAPI.Response(sseStream(stream as AsyncIterable<ExecutionResult>, mask, stopping, fetchAPI.ReadableStream), {
             status: 200,
             headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' },
           }),

@@ -8,6 +8,10 @@ import { amount, id } from './inputs.ts';
 export const BudgetRef = builder.objectRef<Budget>('Budget').implement({
   description: "A run's budget: spent never exceeds cap.",
   fields: (t) => ({
+    id: t.id({
+      description: "The budget's identity, for normalized caches (Apollo, urql): its run's id (one budget per run).",
+      resolve: (budget) => budget.runId,
+    }),
     runId: t.exposeID('runId'),
     cap: t.exposeInt('cap'),
     spent: t.exposeInt('spent'),

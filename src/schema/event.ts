@@ -15,6 +15,10 @@ const SeqRangeRef = builder.objectRef<SeqRange>('SeqRange').implement({
 export const EventRef = builder.objectRef<DeliveredEvent>('Event').implement({
   description: "One entry in a run's event stream. Seqs of a run are 1, 2, 3, ... with no gaps.",
   fields: (t) => ({
+    id: t.id({
+      description: "The event's identity, for normalized caches: `<runId>:<seq>`.",
+      resolve: (event) => `${event.runId}:${event.seq}`,
+    }),
     runId: t.exposeID('runId'),
     seq: t.exposeInt('seq'),
     type: t.exposeString('type'),

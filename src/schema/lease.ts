@@ -9,6 +9,10 @@ import { id, owner } from './inputs.ts';
 export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
   description: 'Who holds a unit of work, until when. Pass `token` to the resource you act on: it rejects smaller ones.',
   fields: (t) => ({
+    id: t.id({
+      description: "The lease's identity, for normalized caches (Apollo, urql): its unit's id (one lease row per unit, whoever holds it).",
+      resolve: (lease) => lease.unitId,
+    }),
     unitId: t.exposeID('unitId'),
     owner: t.exposeString('owner'),
     token: t.exposeInt('token', { description: 'Fencing token: larger than every token issued before for this unit.' }),

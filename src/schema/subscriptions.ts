@@ -1,5 +1,6 @@
 import { GraphQLError } from 'graphql';
 import { z } from 'zod';
+import { MAX_INT } from '../domain/limits.ts';
 import { builder } from './builder.ts';
 import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
@@ -23,7 +24,9 @@ builder.subscriptionField('runEvents', (t) =>
     },
     subscribe: async (_, { runId, afterSeq, types }, { tenant, stores, live, connection }) => {
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
-      return live.runEvents({ tenant, runId, afterSeq: afterSeq ?? undefined, types: types ?? undefined, budget: connection.budget });
+      // An SSE client reconnecting says what it last got; that wins over the afterSeq it repeats.
+      const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
+      return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, budget: connection.budget });
     },
     resolve: (event) => event,
   }),
@@ -37,7 +40,13 @@ builder.subscriptionField('runChanged', (t) =>
     args: { runId: t.arg.id({ required: true, validate: id }) },
     subscribe: async (_, { runId }, { tenant, stores, live, connection }) => {
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
-      return live.runChanged(tenant, runId, connection.budget);
+      const seen = /^(\d{1,10})\.(\d{1,10})$/.exec(connection.lastEventId ?? '');
+      return live.runChanged({
+        tenant,
+        runId,
+        budget: connection.budget,
+        seen: seen ? { run: Number(seen[1]), budget: Number(seen[2]) } : undefined,
+      });
     },
     resolve: (state) => ({ run: state.run, budget: state.budget, consistent: true }),
   }),
@@ -48,10 +57,18 @@ builder.subscriptionField('leaseChanged', (t) =>
     type: LeaseRef,
     description: "A unit's current lease (if it ever had one), then the lease after each change. Compare version: larger is newer.",
     args: { unitId: t.arg.id({ required: true, validate: id }) },
-    subscribe: (_, { unitId }, { tenant, live, connection }) => live.leaseChanged(tenant, unitId, connection.budget),
+    subscribe: (_, { unitId }, { tenant, live, connection }) =>
+      live.leaseChanged({ tenant, unitId, budget: connection.budget, seen: resumedSeq(connection.lastEventId) }),
     resolve: (lease) => lease,
   }),
 );
+
+/** A Last-Event-ID that is a seq (or version) this API wrote; anything else is ignored. */
+function resumedSeq(lastEventId: string | undefined) {
+  if (!lastEventId || !/^(0|[1-9][0-9]{0,9})$/.test(lastEventId)) return undefined;
+  const seq = Number(lastEventId);
+  return seq <= MAX_INT ? seq : undefined;
+}
 
 function notFound(runId: string) {
   return new GraphQLError(`run ${runId} does not exist`, { extensions: { code: 'NOT_FOUND' } });

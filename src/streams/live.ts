@@ -6,8 +6,7 @@ import { eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
 import { lazily } from './lazy.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
-import type { SendBudget } from './send-budget.ts';
-import { leaseFeed, runFeed } from './state-feeds.ts';
+import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
 
 export interface LiveOptions {
   clients: Pick<Clients, 'dynamo' | 'pollerStreams'>;
@@ -71,8 +70,8 @@ export async function startLive({ clients, tableName, stores, poll, log, gapWait
     },
     runEvents: (query: RunEventsQuery) =>
       lazily(() => eventFeed({ hub, events: stores.events, ...query, gapWaitMs, stats: feedStats, onError }), track),
-    runChanged: (tenant: string, runId: string, budget?: SendBudget) => lazily(() => runFeed(deps, tenant, runId, budget), track),
-    leaseChanged: (tenant: string, unitId: string, budget?: SendBudget) => lazily(() => leaseFeed(deps, tenant, unitId, budget), track),
+    runChanged: (query: RunFeedQuery) => lazily(() => runFeed(deps, query), track),
+    leaseChanged: (query: LeaseFeedQuery) => lazily(() => leaseFeed(deps, query), track),
     /** Completes every open subscription (its client gets what is queued, then the end). */
     endSubscriptions() {
       for (const source of open) (source as { end?: () => void }).end?.();

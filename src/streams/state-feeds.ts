@@ -27,11 +27,26 @@ const newer = (candidate: { version: number } | null | undefined, current: { ver
   !!candidate && (!current || candidate.version > current.version);
 
 /** Status and budget changes of a run, as its whole latest state. */
+export interface RunFeedQuery {
+  tenant: string;
+  runId: string;
+  budget?: SendBudget;
+  /** The versions the subscriber already has (an SSE client resuming): the current state comes first only if newer. */
+  seen?: { run: number; budget: number };
+}
+
+export interface LeaseFeedQuery {
+  tenant: string;
+  unitId: string;
+  budget?: SendBudget;
+  /** The lease version the subscriber already has. */
+  seen?: number;
+}
+
+/** Status and budget changes of a run, as its whole latest state. */
 export function runFeed(
   { hub, stores, onError }: FeedDeps,
-  tenant: string,
-  runId: string,
-  sendBudget?: SendBudget,
+  { tenant, runId, budget: sendBudget, seen }: RunFeedQuery,
 ): AsyncIterableIterator<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
@@ -80,7 +95,7 @@ export function runFeed(
       apply(state);
       ready = true;
       for (const change of early) apply(change);
-      emit();
+      if (!seen || (run?.version ?? 0) > seen.run || (budget?.version ?? 0) > seen.budget) emit();
     })
     .catch((err) => {
       onError?.(err);
@@ -92,9 +107,7 @@ export function runFeed(
 /** Changes of a unit's lease. */
 export function leaseFeed(
   { hub, stores, onError }: FeedDeps,
-  tenant: string,
-  unitId: string,
-  budget?: SendBudget,
+  { tenant, unitId, budget, seen }: LeaseFeedQuery,
 ): AsyncIterableIterator<Lease> {
   let lease: Lease | null = null;
   const out = new Latest<Lease>({ budget, onClose: () => unsubscribe() });
@@ -124,7 +137,7 @@ export function leaseFeed(
       apply(current);
       ready = true;
       for (const change of early) apply(change);
-      if (lease) out.push(lease);
+      if (lease && lease.version > (seen ?? 0)) out.push(lease);
     })
     .catch((err) => {
       onError?.(err);

@@ -28,7 +28,10 @@ test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data 
 
     const page = await fetch(url, { headers: { accept: 'text/html' } });
     expect(page.status).toBe(200);
-    expect(await page.text()).toContain('<title>Runplane</title>');
+    const html = await page.text();
+    expect(html).toContain('<title>Runplane · GraphiQL</title>');
+    expect(html).toContain('Runplane, in GraphiQL.');
+    expect(html).not.toContain('Runplane is an in-browser tool');
 
     const created = await graphql(
       url,

@@ -6,7 +6,12 @@ import { waitFor } from './wait.ts';
 export interface Collected<T> {
   items: T[];
   errors: unknown[];
+  /** The stream ended (for SSE: the response ended, with or without a `complete` event). */
   completed: boolean;
+  /** The server said the subscription is over: a graphql-ws `complete`, or an SSE `event: complete`. */
+  completeReceived: boolean;
+  /** graphql-ws: the code the socket was closed with, if it was. */
+  closeCode?: number;
   /** Waits until at least `count` items arrived (or fails after the deadline). */
   until(count: number, timeoutMs?: number): Promise<T[]>;
   stop(): void;
@@ -29,6 +34,7 @@ function collector<T>(stop: () => void): Collected<T> {
     items: [],
     errors: [],
     completed: false,
+    completeReceived: false,
     async until(count, timeoutMs = 10_000) {
       await waitFor(() => collected.items.length >= count || collected.errors.length > 0, {
         timeoutMs,
@@ -62,9 +68,16 @@ export function subscribeWs<T>(client: Client, query: string, variables: Record<
         if (result.errors) collected.errors.push(...result.errors);
         else if (result.data) collected.items.push(result.data[field] as T);
       },
-      error: (err) => collected.errors.push(err),
+      error: (err) => {
+        if (err && typeof err === 'object' && 'code' in err && typeof (err as { code: unknown }).code === 'number') {
+          collected.closeCode = (err as { code: number }).code;
+        }
+        collected.errors.push(err);
+      },
       complete: () => {
         collected.completed = true;
+        // graphql-ws also calls complete() after a lost socket's error; only a clean end counts.
+        if (collected.closeCode === undefined) collected.completeReceived = true;
       },
     },
   );
@@ -98,6 +111,7 @@ export function subscribeSse<T>(
         for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
           const message = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
+          if (/^event: complete$/m.test(message)) collected.completeReceived = true;
           const data = message
             .split('\n')
             .filter((line) => line.startsWith('data:'))
