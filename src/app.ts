@@ -269,7 +269,16 @@ export function buildApp(deps: AppDeps): App {
   const socketSessions = new WeakMap<WebSocket, SocketSession>();
 
   // graphql-ws on the same path, through yoga's envelope: one context, the same limits and plugins.
-  const webSockets = new WebSocketServer({ server, path: yoga.graphqlEndpoint, maxPayload: maxBodyBytes });
+  // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
+  // its errors (a port in use), which graphql-ws then prints as its own internal error.
+  const webSockets = new WebSocketServer({ noServer: true, maxPayload: maxBodyBytes });
+  server.on('upgrade', (req, socket, head) => {
+    if (req.url?.split('?')[0] !== yoga.graphqlEndpoint) {
+      socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    webSockets.handleUpgrade(req, socket, head, (ws) => webSockets.emit('connection', ws, req));
+  });
   const graphqlWs = useServer(
     {
       connectionInitWaitTimeout: connections.connectionInitTimeoutMs,

@@ -38,8 +38,16 @@ async function main() {
   process.on('SIGTERM', () => void stop('SIGTERM'));
 }
 
+/** One line saying what is wrong, and what to do where that is clear. */
+function explain(err: unknown) {
+  const e = err as Error & { code?: string; address?: string; port?: number };
+  if (e?.code === 'EADDRINUSE') return `${e.address}:${e.port} is already in use by another process: stop it, or start on another PORT`;
+  if (e?.code === 'EACCES') return `${e.address}:${e.port} may not be listened on by this user: choose a PORT above 1023`;
+  return err instanceof Error ? err.message : String(err);
+}
+
 main().catch((err) => {
-  console.error(`runplane: ${err instanceof ConfigError ? err.message : err instanceof Error ? err.message : String(err)}`);
+  console.error(`runplane: ${err instanceof ConfigError ? err.message : explain(err)}`);
   if (!(err instanceof ConfigError) && process.env.RUNPLANE_DEBUG) console.error(err);
   process.exit(1);
 });

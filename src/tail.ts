@@ -7,12 +7,14 @@
  *   npm run tail -- <runId> --after-seq 40   from seq 41 on, then live
  *   npm run tail -- <runId> --from-start     the whole run, then live
  *   --types a,b   only these event types     --url URL   the server (default http://127.0.0.1:$PORT/graphql)
+ *   With API keys on the server: RUNPLANE_API_KEY=<key> npm run tail -- <runId>
  */
 import { parseArgs } from 'node:util';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 
-const usage = 'usage: npm run tail -- <runId> [--after-seq N | --from-start] [--types a,b] [--url URL]';
+const usage = 'usage: [RUNPLANE_API_KEY=<key>] npm run tail -- <runId> [--after-seq N | --from-start] [--types a,b] [--url URL]';
+const apiKey = process.env.RUNPLANE_API_KEY;
 
 interface Event {
   seq: number;
@@ -65,10 +67,23 @@ export function formatEvent(event: Event) {
 }
 
 /** The run's last seq now, so that "live from now" can resume exactly after a disconnect too. */
-async function lastSeq(url: string, runId: string) {
+async function lastSeq(url: string, runId: string, note: (line: string) => void) {
+  for (let failures = 0; ; failures++) {
+    try {
+      return await readLastSeq(url, runId);
+    } catch (err) {
+      if (err instanceof Refused) throw err;
+      const delay = backoff(failures);
+      note(`tail: ${describe(err, url)}; retrying in ${seconds(delay)}`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+async function readLastSeq(url: string, runId: string) {
   const response = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
     body: JSON.stringify({ query: 'query($id: ID!) { run(id: $id, consistent: true) { lastSeq } }', variables: { id: runId } }),
   });
   const body = (await response.json()) as { data?: { run: { lastSeq: number } | null }; errors?: { message: string }[] };
@@ -77,14 +92,18 @@ async function lastSeq(url: string, runId: string) {
   return body.data.run.lastSeq;
 }
 
+const backoff = (failures: number) => Math.min(5_000, 250 * 2 ** failures);
+const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 1000 ? 2 : 0)} s`;
+
 async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print: (line: string) => void, note: (line: string) => void) {
-  let afterSeq = options.afterSeq ?? (await lastSeq(options.url, options.runId));
+  let afterSeq = options.afterSeq ?? (await lastSeq(options.url, options.runId, note));
   for (let failures = 0; ; ) {
     const client = createClient({
       url: options.url.replace(/^http/, 'ws'),
       webSocketImpl: WebSocket,
       retryAttempts: 0,
       lazy: true,
+      connectionParams: apiKey ? { authorization: `Bearer ${apiKey}` } : undefined,
     });
     try {
       const events = client.iterate<{ runEvents: Event }>({
@@ -114,8 +133,8 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
         if (!transient(err as { extensions?: Record<string, unknown> }[])) throw new Refused(message);
         cause = new Transient(message);
       }
-      const delay = Math.min(5_000, 250 * 2 ** failures++);
-      note(`tail: interrupted (${describe(cause)}); resuming after seq ${afterSeq} in ${delay} ms`);
+      const delay = backoff(failures++);
+      note(`tail: ${describe(cause, options.url)}; retrying in ${seconds(delay)}, resuming after seq ${afterSeq}`);
       await new Promise((resolve) => setTimeout(resolve, delay));
     } finally {
       await client.dispose();
@@ -123,11 +142,25 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
   }
 }
 
-function describe(err: unknown) {
-  if (err instanceof Error) return err.message;
-  const close = err as { code?: number; reason?: string };
-  if (typeof close?.code === 'number') return `closed with ${close.code}${close.reason ? ` ${close.reason}` : ''}`;
-  return String(err);
+/** What went wrong, in words: never an object's default string. */
+function describe(err: unknown, url: string) {
+  const e = err as {
+    code?: unknown;
+    reason?: string;
+    message?: string;
+    error?: { code?: string; message?: string };
+    cause?: { code?: string };
+  };
+  const code = e?.error?.code ?? e?.cause?.code ?? (typeof e?.code === 'string' ? e.code : undefined);
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'ECONNRESET') {
+    return `server not reachable at ${url} (${code})`;
+  }
+  if (typeof e?.code === 'number') {
+    return e.code === 1012 ? 'the server is restarting' : `connection closed (${e.code}${e.reason ? `: ${e.reason}` : ''})`;
+  }
+  const message = e?.error?.message ?? e?.message;
+  if (message) return message === 'fetch failed' ? `server not reachable at ${url}` : message;
+  return `connection to ${url} failed`;
 }
 
 async function main() {

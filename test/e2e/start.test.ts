@@ -1,5 +1,6 @@
 /** `npm start` as a newcomer runs it: a child process, real ports, data on disk across restarts. */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
@@ -62,4 +63,19 @@ test('a bad setting is refused at start with a message naming it', async () => {
   const bad = start({ PORT: 'eighty' });
   expect(await bad.exited).toBe(1);
   expect(bad.output()).toContain('PORT="eighty": must be a whole number from 0 to 65535');
+});
+
+test('a port in use is one plain line, no stack trace, and exit code 1', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = taken.address() as AddressInfo;
+    const blocked = startMain({ RUNPLANE_IN_MEMORY: 'true', PORT: String(port), AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' });
+    expect(await blocked.exited).toBe(1);
+    expect(blocked.output().trim()).toBe(
+      `runplane: 127.0.0.1:${port} is already in use by another process: stop it, or start on another PORT`,
+    );
+  } finally {
+    taken.close();
+  }
 });

@@ -1,5 +1,6 @@
 /** `npm run tail` as an operator runs it: a child process printing a run's events, surviving a server restart. */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { type AddressInfo, createServer } from 'node:net';
 import { expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
@@ -59,7 +60,8 @@ test('npm run tail prints a run from the start, then live, and resumes exactly a
       '#4 after.restart',
       '#5 after.restart',
     ]);
-    expect(out.err).toMatch(/interrupted .* resuming after seq 3/);
+    expect(out.err).toMatch(/the server is restarting; retrying in .*, resuming after seq 3/);
+    expect(out.err).not.toMatch(/object Object|\n\s+at /);
   } finally {
     child.kill('SIGINT');
     await exited;
@@ -88,7 +90,7 @@ test('npm run tail rides out a moment when the table cannot be read', async () =
     try {
       await waitFor(() => out.lines.length >= 1, { timeoutMs: 20_000, what: 'the event after the outage' });
       expect(out.lines[0]).toMatch(/^#1 .* before$/);
-      expect(out.err).toMatch(/interrupted/);
+      expect(out.err).toMatch(/DynamoDB could not be reached or failed.*; retrying in .*, resuming after seq 0/);
     } finally {
       child.kill('SIGINT');
       await exited;
@@ -96,5 +98,31 @@ test('npm run tail rides out a moment when the table cannot be read', async () =
   } finally {
     await api.server.stop();
     await engine.close();
+  }
+});
+
+test('npm run tail waits for a server that is not up yet, saying so plainly', async () => {
+  const free = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  const url = `http://127.0.0.1:${free}/graphql`;
+  const { child, out, exited } = tail([uniqueName('later'), '--from-start', '--url', url]);
+  try {
+    await waitFor(() => out.err.includes(`server not reachable at ${url} (ECONNREFUSED); retrying in`), { what: 'the plain message' });
+    const api = await startTestServer({ env: { PORT: String(free) } });
+    const runId = /tail: run (\S+) on/.exec(out.err)?.[1] as string;
+    await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+      input: { id: runId, task: 't', budgetCap: 1 },
+    });
+    await api.gql(APPEND, { input: { runId, type: 'finally' } });
+    await waitFor(() => out.lines.length >= 1, { timeoutMs: 30_000, what: 'the event once the server is up' });
+    expect(out.lines[0]).toMatch(/^#1 .* finally$/);
+    expect(out.err).not.toMatch(/object Object|\n\s+at /);
+  } finally {
+    child.kill('SIGINT');
+    await exited;
   }
 });
