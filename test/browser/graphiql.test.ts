@@ -35,7 +35,8 @@ describeWithBrowser('in Chromium', () => {
       type,
     });
 
-  /** The text of an editor pane (Monaco shows spaces as no-break spaces). */
+  /** The text of an editor pane as shown (Monaco shows spaces as no-break spaces). */
+  // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText, the text a user sees
   const textOf = async (page: Page, selector: string) => (await page.locator(selector).innerText()).replace(/\u00a0/g, ' ');
   const responseText = (page: Page) => textOf(page, '.graphiql-response');
 
