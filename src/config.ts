@@ -1,14 +1,16 @@
 /** The only reader of process.env: validated once at start, with a message naming any bad value. */
 import { resolve } from 'node:path';
 import { z } from 'zod';
-import { parseKeys } from './auth.ts';
 import {
   DEFAULT_IDEMPOTENCY_TTL_HOURS,
   DEFAULT_LEASE_RETENTION_DAYS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_RUN_RETENTION_DAYS,
+  type Limits,
   MAX_PAYLOAD_BYTES_LIMIT,
 } from './domain/limits.ts';
+import { parseKeys } from './http/api-keys.ts';
+import type { ConnectionLimits } from './http/connections.ts';
 
 const port = (fallback: number) =>
   z
@@ -129,36 +131,6 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Write concurrent appends to one run together, in one transaction. */
   readonly groupCommit: boolean;
-}
-
-export interface Limits {
-  /** Largest event payload accepted, as UTF-8 JSON bytes. */
-  readonly maxPayloadBytes: number;
-  /** Largest `first`/`last` of any connection. */
-  readonly maxPageSize: number;
-  /** Largest cost of one operation, computed with its variables (see http/cost.ts). */
-  readonly maxQueryCost: number;
-  /** Largest response to one request: refused once reached, never built past it. */
-  readonly maxResponseBytes: number;
-}
-
-export interface ConnectionLimits {
-  readonly maxSubscriptionsPerConnection: number;
-  readonly maxSubscriptionsPerTenant: number;
-  /** WebSockets and SSE streams of one tenant. */
-  readonly maxConnectionsPerTenant: number;
-  /** TCP connections from one client address; 0: no cap (behind a proxy, every client has its address). */
-  readonly maxConnectionsPerAddress: number;
-  /** Subscription setups a second, per WebSocket and per client address over SSE (bursts of twice that). */
-  readonly subscribeRate: number;
-  /** Bytes of events queued and frames unsent that one connection may hold before its feeds read from the table instead. */
-  readonly sendBufferBytes: number;
-  /** A request's headers and body must arrive within this. */
-  readonly requestTimeoutMs: number;
-  /** An idle keep-alive connection is closed after this. */
-  readonly keepAliveTimeoutMs: number;
-  /** A WebSocket must send connection_init within this. */
-  readonly connectionInitTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}

@@ -1,25 +1,21 @@
 /** Composition root: config -> engine (when embedded) -> table -> clients -> stores -> app. */
 
-import { buildApp } from './app.ts';
-import { createApiKeys, type Principal } from './auth.ts';
 import type { Config } from './config.ts';
-import type { Connection, Context, Stores } from './context.ts';
+import type { Principal } from './domain/principal.ts';
 import { type Engine, startEngine } from './engine/index.ts';
-import { responseBudget } from './http/response-budget.ts';
-import { metricsOf } from './metrics.ts';
-import { readinessProbe } from './readiness.ts';
+import { createApiKeys } from './http/api-keys.ts';
+import { buildApp } from './http/app.ts';
+import { metricsOf } from './http/metrics.ts';
+import type { Connection, Context } from './schema/context.ts';
 import { schema } from './schema/index.ts';
-import { createBudgetStore } from './store/budgets.ts';
-import type { StoreDeps } from './store/deps.ts';
-import { createEventStore } from './store/events.ts';
-import { createIdempotency } from './store/idempotency.ts';
-import { createLeaseStore } from './store/leases.ts';
-import { createRunListing } from './store/run-list.ts';
-import { createRunStore } from './store/runs.ts';
+import { responseBudget } from './schema/response-budget.ts';
+import { createStores, type Stores } from './store/index.ts';
 import { withFastPath } from './streams/fast-path.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { type Clients, createClients } from './table/client.ts';
 import { ensureTable } from './table/ensure.ts';
+import { availabilityOf } from './table/failures.ts';
+import { readinessProbe } from './table/readiness.ts';
 
 export interface RunningServer {
   /** The GraphQL endpoint (GraphiQL in a browser). */
@@ -35,17 +31,6 @@ export interface RunningServer {
   /** Whether it serves everyone as the default tenant (no API keys configured). */
   open: boolean;
   stop(): Promise<void>;
-}
-
-export function createStores(deps: StoreDeps): Stores {
-  const idempotency = createIdempotency(deps, deps.retention.idempotencySeconds);
-  return {
-    runs: createRunStore(deps, idempotency),
-    runList: createRunListing(deps),
-    events: createEventStore(deps, idempotency),
-    budgets: createBudgetStore(deps, idempotency),
-    leases: createLeaseStore(deps, idempotency),
-  };
 }
 
 export interface ServerOptions {
@@ -113,7 +98,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       limits: config.limits,
       connections: config.connections,
       logError: options.logError,
-      metrics: metricsOf(raw, live, sendBuffers),
+      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers }),
+      availabilityOf,
       sendBuffers,
       ready: readinessProbe(clients, config.table),
     });

@@ -1,5 +1,17 @@
 /** What the API accepts. Every id that becomes part of a key is checked against these. */
 
+/** The limits one request is held to (configured: RUNPLANE_MAX_*). */
+export interface Limits {
+  /** Largest event payload accepted, as UTF-8 JSON bytes. */
+  readonly maxPayloadBytes: number;
+  /** Largest `first`/`last` of any connection. */
+  readonly maxPageSize: number;
+  /** Largest cost of one operation, computed with its variables (see http/cost.ts). */
+  readonly maxQueryCost: number;
+  /** Largest response to one request: refused once reached, never built past it. */
+  readonly maxResponseBytes: number;
+}
+
 /** Ids (runs, units, tenants): no '#', no control characters, so a key can never reach another partition. */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const ID_RULE = '1 to 128 characters: letters, digits, and . _ : - (not first)';

@@ -5,8 +5,8 @@
  * naming the limit and its variable, answered before any work is done for the request.
  */
 import { GraphQLError } from 'graphql';
-import type { ConnectionLimits } from '../config.ts';
 import { codes } from '../schema/error-codes.ts';
+import type { ConnectionLimits } from './connections.ts';
 
 export type Release = () => void;
 

@@ -5,8 +5,27 @@
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ConnectionLimits } from '../config.ts';
 import { codes } from '../schema/error-codes.ts';
+
+/** What one client may hold open, and how long it may take to send (configured: RUNPLANE_MAX_*, RUNPLANE_*_SECONDS). */
+export interface ConnectionLimits {
+  readonly maxSubscriptionsPerConnection: number;
+  readonly maxSubscriptionsPerTenant: number;
+  /** WebSockets and SSE streams of one tenant. */
+  readonly maxConnectionsPerTenant: number;
+  /** TCP connections from one client address; 0: no cap (behind a proxy, every client has its address). */
+  readonly maxConnectionsPerAddress: number;
+  /** Subscription setups a second, per WebSocket and per client address over SSE (bursts of twice that). */
+  readonly subscribeRate: number;
+  /** Bytes of events queued and frames unsent that one connection may hold before its feeds read from the table instead. */
+  readonly sendBufferBytes: number;
+  /** A request's headers and body must arrive within this. */
+  readonly requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number;
+  /** A WebSocket must send connection_init within this. */
+  readonly connectionInitTimeoutMs: number;
+}
 
 export function guardConnections(server: Server, limits: ConnectionLimits) {
   server.requestTimeout = limits.requestTimeoutMs;

@@ -7,9 +7,9 @@
  */
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context } from '../context.ts';
 import type { DeliveredEvent, Lease } from '../domain/run.ts';
-import { resultJson, sourceOf } from '../shared-delivery.ts';
+import type { Context } from '../schema/context.ts';
+import { resultJson, sourceOf } from './shared-execution.ts';
 
 /** A comment line now and then keeps proxies from closing a quiet stream. */
 const PING_MS = 12_000;

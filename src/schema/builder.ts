@@ -3,7 +3,8 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
-import type { Context } from '../context.ts';
+import type { Context } from './context.ts';
+import { codes } from './error-codes.ts';
 
 const capitalized = (name: string) => name.charAt(0).toUpperCase() + name.slice(1);
 
@@ -29,7 +30,7 @@ export const builder = new SchemaBuilder<{
     validationError: ({ issues }) =>
       new GraphQLError(
         `Invalid input: ${issues.map((issue) => `${issue.path?.map((p) => (typeof p === 'object' ? p.key : p)).join('.') || 'input'}: ${issue.message}`).join('; ')}`,
-        { extensions: { code: 'BAD_USER_INPUT' } },
+        { extensions: { code: codes.badInput } },
       ),
   },
 });

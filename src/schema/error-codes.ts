@@ -1,3 +1,5 @@
+import { GraphQLError } from 'graphql';
+
 /** The `extensions.code` of every top-level GraphQL error this API answers with. */
 export const codes = {
   badInput: 'BAD_USER_INPUT',
@@ -13,4 +15,20 @@ export const codes = {
   limitExceeded: 'LIMIT_EXCEEDED',
   /** Too many subscription setups too fast: retry after `extensions.retryAfterMs`. */
   rateLimited: 'RATE_LIMITED',
+  /** DynamoDB throttled the request (retryable). */
+  throttled: 'THROTTLED',
+  /** The write kept meeting other transactions (retryable). */
+  conflict: 'CONFLICT',
+  /** DynamoDB could not be reached or failed (retryable). */
+  unavailable: 'UNAVAILABLE',
+  /** The row kept changing under a request that reads before it writes (retryable). */
+  contention: 'CONTENTION',
+  payloadTooLarge: 'PAYLOAD_TOO_LARGE',
+  lengthRequired: 'LENGTH_REQUIRED',
 } as const;
+
+/** The codes of errors a client should retry (they carry `extensions.retryable: true`). */
+export const retryableCodes: ReadonlySet<string> = new Set([codes.throttled, codes.conflict, codes.unavailable, codes.contention]);
+
+/** Bad input, naming the field: `Invalid input: <field>: <what is wrong>`. */
+export const badInput = (message: string) => new GraphQLError(`Invalid input: ${message}`, { extensions: { code: codes.badInput } });

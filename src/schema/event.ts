@@ -1,9 +1,9 @@
-import { GraphQLError } from 'graphql';
 import { z } from 'zod';
 import { BudgetExceeded, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import type { DeliveredEvent, SeqRange } from '../domain/run.ts';
 import { builder } from './builder.ts';
+import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, payload, positive } from './inputs.ts';
 
@@ -52,7 +52,7 @@ export function seqOfCursor(cursor: string | null | undefined, arg: string) {
   const match = CURSOR_TEXT.exec(text);
   const seq = Number(match?.[1]);
   if (!match || eventCursor(seq) !== cursor || seq > MAX_INT) {
-    throw new GraphQLError(`Invalid input: ${arg}: not a cursor of this connection`, { extensions: { code: 'BAD_USER_INPUT' } });
+    throw badInput(`${arg}: not a cursor of this connection`);
   }
   return seq;
 }
@@ -85,9 +85,7 @@ builder.mutationField('appendEvent', (t) =>
     resolve: (_, { input }, { tenant, stores, limits }) => {
       const size = Buffer.byteLength(JSON.stringify(input.payload ?? null));
       if (size > limits.maxPayloadBytes) {
-        throw new GraphQLError(`Invalid input: input.payload: is ${size} bytes, more than the limit of ${limits.maxPayloadBytes}`, {
-          extensions: { code: 'BAD_USER_INPUT' },
-        });
+        throw badInput(`input.payload: is ${size} bytes, more than the limit of ${limits.maxPayloadBytes} (RUNPLANE_MAX_PAYLOAD_BYTES)`);
       }
       return stores.events.append(
         {

@@ -1,4 +1,4 @@
-import type { IdempotencyKey } from '../store/idempotency.ts';
+import type { IdempotencyKey } from '../store/index.ts';
 
 /** The idempotency key of a mutation's input, with the request it stands for (the input without the key). */
 export function idempotencyOf<T extends { idempotencyKey?: string | null }>(

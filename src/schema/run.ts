@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { GraphQLError } from 'graphql';
 import { z } from 'zod';
 import { IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
 import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
-import type { ListCursor } from '../store/run-list.ts';
-import { RUN_LIST_SHARDS } from '../table/keys.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
+import { badInput } from './error-codes.ts';
 import { EventConnection, eventCursor, seqOfCursor } from './event.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, text } from './inputs.ts';
@@ -22,8 +20,6 @@ export interface RunParent {
   firstEvents?: { events: RunEvent[]; more: boolean };
   consistent: boolean;
 }
-
-const badInput = (message: string) => new GraphQLError(`Invalid input: ${message}`, { extensions: { code: 'BAD_USER_INPUT' } });
 
 export const RunRef = builder.objectRef<RunParent>('Run').implement({
   description: "An agent's run: status, budget and event stream.",
@@ -216,20 +212,6 @@ builder.mutationField('transitionRun', (t) =>
 
 const RunConnection = builder.connectionObject({ type: RunRef, name: 'RunConnection' }, { name: 'RunEdge' });
 
-const encodeListCursor = (positions: ListCursor) => Buffer.from(JSON.stringify(positions)).toString('base64url');
-function decodeListCursor(cursor: string | null | undefined): ListCursor | undefined {
-  if (cursor == null) return undefined;
-  try {
-    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-    const valid =
-      Array.isArray(positions) &&
-      positions.length === RUN_LIST_SHARDS &&
-      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 300));
-    if (valid) return positions;
-  } catch {}
-  throw badInput('after: not a cursor of this connection');
-}
-
 builder.queryField('runs', (t) =>
   t.field({
     type: RunConnection,
@@ -244,8 +226,8 @@ builder.queryField('runs', (t) =>
       const first = args.first ?? DEFAULT_PAGE_SIZE;
       if (first < 0 || first > limits.maxPageSize)
         throw badInput(`first: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
-      const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: decodeListCursor(args.after) });
-      const edges = page.runs.map(({ run, cursor }) => ({ cursor: encodeListCursor(cursor), node: { run, consistent: false } }));
+      const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: args.after ?? undefined });
+      const edges = page.runs.map(({ run, cursor }) => ({ cursor, node: { run, consistent: false } }));
       return {
         edges,
         pageInfo: {

@@ -2,6 +2,7 @@ import { GraphQLError } from 'graphql';
 import { z } from 'zod';
 import { MAX_INT } from '../domain/limits.ts';
 import { builder } from './builder.ts';
+import { codes } from './error-codes.ts';
 import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
 import { LeaseRef } from './lease.ts';
@@ -71,5 +72,5 @@ function resumedSeq(lastEventId: string | undefined) {
 }
 
 function notFound(runId: string) {
-  return new GraphQLError(`run ${runId} does not exist`, { extensions: { code: 'NOT_FOUND' } });
+  return new GraphQLError(`run ${runId} does not exist`, { extensions: { code: codes.notFound } });
 }

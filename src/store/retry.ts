@@ -2,16 +2,9 @@
  * Writes that DynamoDB refused because another transaction held the item at that moment
  * (TransactionConflict) were not applied: trying again is safe, and usually wins at once.
  */
-import { cancellations, isTransactionCanceled } from '../table/conditions.ts';
+import { isTransactionConflict } from '../table/failures.ts';
 
 const ATTEMPTS = 6;
-
-export function isTransactionConflict(err: unknown) {
-  if ((err as Error)?.name === 'TransactionConflictException') return true;
-  if (!isTransactionCanceled(err)) return false;
-  const reasons = cancellations(err);
-  return reasons.some((r) => r.code === 'TransactionConflict') && !reasons.some((r) => r.conditionFailed);
-}
 
 export async function retryConflicts<T>(write: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {

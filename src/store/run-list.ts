@@ -5,6 +5,7 @@
  * GSIs are eventually consistent: a run created a moment ago may be missing for a moment.
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { InvalidInput } from '../domain/errors.ts';
 import type { Run, RunStatus } from '../domain/run.ts';
 import { attr, type Item, toRun } from '../table/codec.ts';
 import { indexes } from '../table/definition.ts';
@@ -15,16 +16,32 @@ export interface ListRuns {
   tenant: string;
   status?: RunStatus;
   first: number;
-  /** Where the previous page ended. */
-  after?: ListCursor;
+  /** Where the previous page ended: a cursor this listing handed out. */
+  after?: string;
 }
 
 /** Per shard: the sort key of the last run handed out ('' for none yet; null when the shard is done). */
-export type ListCursor = (string | null)[];
+type ListCursor = (string | null)[];
 
 export interface RunPage {
-  runs: { run: Run; cursor: ListCursor }[];
+  runs: { run: Run; cursor: string }[];
   hasNextPage: boolean;
+}
+
+const encodeCursor = (positions: ListCursor) => Buffer.from(JSON.stringify(positions)).toString('base64url');
+
+/** @throws InvalidInput for a cursor this listing did not hand out */
+function decodeCursor(cursor: string | undefined): ListCursor | undefined {
+  if (cursor === undefined) return undefined;
+  try {
+    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+    const valid =
+      Array.isArray(positions) &&
+      positions.length === RUN_LIST_SHARDS &&
+      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 300));
+    if (valid) return positions;
+  } catch {}
+  throw new InvalidInput('after', 'not a cursor of this connection');
 }
 
 export function createRunListing({ doc, tableName, now }: StoreDeps) {
@@ -61,15 +78,16 @@ export function createRunListing({ doc, tableName, now }: StoreDeps) {
   }
 
   return {
+    /** @throws InvalidInput for an `after` this listing did not hand out */
     async list({ tenant, status, first, after }: ListRuns): Promise<RunPage> {
-      const positions: ListCursor = after ?? Array.from({ length: RUN_LIST_SHARDS }, () => '');
+      const positions: ListCursor = decodeCursor(after) ?? Array.from({ length: RUN_LIST_SHARDS }, () => '');
       const shards = await Promise.all(
         positions.map((from, shard) => (from === null ? undefined : shardPage(tenant, status, shard, from, first))),
       );
       // Merge newest first; each run handed out moves its shard's position past it.
       const heads = shards.map(() => 0);
       const current = [...positions];
-      const runs: RunPage['runs'] = [];
+      const runs: { run: Run; cursor: ListCursor }[] = [];
       while (runs.length < first) {
         let best = -1;
         let bestKey = '';
@@ -95,7 +113,10 @@ export function createRunListing({ doc, tableName, now }: StoreDeps) {
       });
       const last = runs.at(-1);
       if (last) last.cursor = finalPositions;
-      return { runs, hasNextPage: finalPositions.some((position) => position !== null) };
+      return {
+        runs: runs.map(({ run, cursor }) => ({ run, cursor: encodeCursor(cursor) })),
+        hasNextPage: finalPositions.some((position) => position !== null),
+      };
     },
   };
 }

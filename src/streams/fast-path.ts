@@ -3,8 +3,9 @@
  * soon as DynamoDB has accepted it, without waiting for the stream (which still brings
  * the same change, and every other writer's, a moment later; feeds drop the copy).
  */
-import type { Stores } from '../context.ts';
+
 import type { Lease } from '../domain/run.ts';
+import type { Stores } from '../store/index.ts';
 import type { Hub } from './hub.ts';
 
 export function withFastPath(stores: Stores, hub: Hub): Stores {

@@ -1,8 +1,8 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
-import type { RunEventsQuery, Stores } from '../context.ts';
+import type { Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
 import { decodeRecord } from './changes.ts';
-import { eventFeed } from './event-feed.ts';
+import { type EventFeedOptions, eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
 import { lazily } from './lazy.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
@@ -17,6 +17,9 @@ export interface LiveOptions {
   /** How long a run's feed waits for a missing seq before it steps over it (and says so). */
   gapWaitMs?: number;
 }
+
+/** What a runEvents subscription asks for. */
+export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types' | 'budget'>;
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 

@@ -5,8 +5,8 @@
  * overwrites a newer state.
  */
 
-import type { Stores } from '../context.ts';
 import type { Budget, Lease, Run } from '../domain/run.ts';
+import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
 import type { Hub } from './hub.ts';
 import { Latest } from './latest.ts';

@@ -41,6 +41,8 @@ export const keys = {
   event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
   lease: (tenant: string, unitId: string): Key => ({ pk: `${part('tenant', tenant)}#unit#${part('unit', unitId)}`, sk: LEASE_SK }),
   idempotency: (tenant: string, key: string): Key => ({ pk: `${part('tenant', tenant)}#idem#${part('idempotency', key)}`, sk: 'idem' }),
+  /** A key no row ever has: reading it tells whether the table answers (readiness). */
+  probe: { pk: '_ready', sk: '_ready' } as Key,
   /** Sort-key bounds of a run's events, for Query ranges. */
   events: { first: eventSk(0), last: eventSk(MAX_INT) },
   /** GSI partition keys: all runs of a tenant in one shard, and its runs in one status. */

@@ -5,8 +5,8 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { InvalidInput } from '../../src/domain/errors.ts';
-import { createStores } from '../../src/server.ts';
 import { createGroupCommit } from '../../src/store/group-commit.ts';
+import { createStores } from '../../src/store/index.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';

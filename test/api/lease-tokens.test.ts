@@ -7,7 +7,7 @@
 import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { TOKEN_EPOCH_MS } from '../../src/domain/limits.ts';
-import { createStores } from '../../src/server.ts';
+import { createStores } from '../../src/store/index.ts';
 import { type Clients, createClients } from '../../src/table/client.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { keys } from '../../src/table/keys.ts';

@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { expect, test } from 'vitest';
 
 test("npm run demo prints the lab's three blocks from real GraphQL calls", async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/demo.ts', '--own'], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/demo.ts', '--own'], { timeout: 60_000 });
   const lines = stdout.split('\n');
   const block = (title: string) => lines.slice(lines.findIndex((l) => l.includes(title)) + 1).join('\n');
 

@@ -8,7 +8,7 @@ import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
 function tail(args: string[]) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/tail.ts', ...args]);
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/tail.ts', ...args]);
   const out = { lines: [] as string[], err: '' };
   let buffer = '';
   child.stdout?.on('data', (chunk) => {

@@ -1,22 +1,10 @@
 /** One context for every request, over HTTP, WebSocket or SSE. */
-import type { Role } from './auth.ts';
-import type { Limits } from './config.ts';
-import type { Budget, DeliveredEvent, Lease, Run } from './domain/run.ts';
-import type { BudgetStore } from './store/budgets.ts';
-import type { ReadBudget } from './store/deps.ts';
-import type { EventStore } from './store/events.ts';
-import type { LeaseStore } from './store/leases.ts';
-import type { RunListing } from './store/run-list.ts';
-import type { RunStore } from './store/runs.ts';
-import type { SendBudget } from './streams/send-budget.ts';
 
-export interface Stores {
-  runs: RunStore;
-  runList: RunListing;
-  events: EventStore;
-  budgets: BudgetStore;
-  leases: LeaseStore;
-}
+import type { Limits } from '../domain/limits.ts';
+import type { Role } from '../domain/principal.ts';
+import type { Budget, DeliveredEvent, Lease, Run } from '../domain/run.ts';
+import type { ReadBudget, Stores } from '../store/index.ts';
+import type { SendBudget } from '../streams/send-budget.ts';
 
 export interface RunEventsQuery {
   tenant: string;

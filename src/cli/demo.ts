@@ -7,8 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { loadConfig } from './config.ts';
-import { startServer } from './server.ts';
+import { loadConfig } from '../config.ts';
+import { startServer } from '../server.ts';
 
 type Json = Record<string, unknown>;
 

@@ -5,21 +5,23 @@ import { type ExecutionArgs, type execute, GraphQLError, type GraphQLSchema, get
 import { useServer } from 'graphql-ws/use/ws';
 import { createYoga } from 'graphql-yoga';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { type ApiKeys, bearer, type Principal } from './auth.ts';
-import { maskError } from './client-errors.ts';
-import type { ConnectionLimits, Limits } from './config.ts';
-import type { Connection, Context } from './context.ts';
+import type { Limits } from '../domain/limits.ts';
+import type { Principal } from '../domain/principal.ts';
+import type { Connection, Context } from '../schema/context.ts';
+import { codes } from '../schema/error-codes.ts';
+import { SendBudget } from '../streams/send-budget.ts';
+import { type Admission, type ConnectionSlot, createAdmission, type Release } from './admission.ts';
+import { type ApiKeys, bearer } from './api-keys.ts';
+import type { ConnectionLimits } from './connections.ts';
+import { guardConnections } from './connections.ts';
+import { type CostRules, checkCost } from './cost.ts';
+import { type AvailabilityOf, maskError } from './errors.ts';
+import { graphiqlPage } from './graphiql.ts';
 import { guards } from './guards.ts';
-import { type Admission, type ConnectionSlot, createAdmission, type Release } from './http/admission.ts';
-import { guardConnections } from './http/connections.ts';
-import { type CostRules, checkCost } from './http/cost.ts';
-import { graphiqlPage } from './http/graphiql.ts';
-import { createSessions } from './http/sessions.ts';
-import { sseDelivery } from './http/sse.ts';
-import { codes } from './schema/error-codes.ts';
-import { sharedDelivery } from './shared-delivery.ts';
-import { SendBudget } from './streams/send-budget.ts';
-import { subscribeOverSocket } from './ws-delivery.ts';
+import { createSessions } from './sessions.ts';
+import { sharedDelivery } from './shared-execution.ts';
+import { subscribeOverSocket } from './socket-delivery.ts';
+import { sseDelivery } from './sse.ts';
 
 export interface AppDeps {
   schema: GraphQLSchema;
@@ -42,6 +44,8 @@ export interface AppDeps {
   ready?: () => Promise<{ ready: boolean; reason?: string }>;
   /** Where every connection's send budget adds what it holds (for /metrics). */
   sendBuffers?: { held: number };
+  /** Which DynamoDB failures are worth retrying (the client is told so). */
+  availabilityOf: AvailabilityOf;
 }
 
 export interface App {
@@ -96,7 +100,7 @@ export function buildApp(deps: AppDeps): App {
     defaultPageSize: 50,
     weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024) },
   };
-  const mask = maskError(logError);
+  const mask = maskError(logError, deps.availabilityOf);
   const newConnection = (transport: Connection['transport'], address: string): Connection => ({
     transport,
     address,
@@ -245,11 +249,11 @@ export function buildApp(deps: AppDeps): App {
     const principal = apiKeys.authenticate(key);
     if (!principal) return refuse(401, codes.unauthenticated, refusalOf(key).message);
     if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
-      return refuse(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${maxBodyBytes} bytes`);
+      return refuse(413, codes.payloadTooLarge, `The request body is larger than ${maxBodyBytes} bytes`);
     }
     // Without a length the body's size is only known once it is read: ask for one instead.
     if (req.headers['transfer-encoding'] && req.headers['content-length'] === undefined) {
-      return refuse(411, 'LENGTH_REQUIRED', 'Send the request body with a Content-Length');
+      return refuse(411, codes.lengthRequired, 'Send the request body with a Content-Length');
     }
     const connection = newConnection('http', req.socket.remoteAddress ?? '');
     // An SSE client resuming after what it last got (EventSource sends it by itself).

@@ -12,8 +12,8 @@
  */
 import { createSourceEventStream, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
-import { resultJson, sharedExecution } from './shared-delivery.ts';
-import type { SendBudget } from './streams/send-budget.ts';
+import type { SendBudget } from '../streams/send-budget.ts';
+import { resultJson, sharedExecution } from './shared-execution.ts';
 
 export type Mask = (error: unknown, message: string) => Error;
 

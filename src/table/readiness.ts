@@ -3,7 +3,8 @@
  * cache for a second so that frequent probes cost DynamoDB at most one read a second.
  */
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import type { Clients } from './table/client.ts';
+import type { Clients } from './client.ts';
+import { keys } from './keys.ts';
 
 /** Longest a probe waits for DynamoDB before calling it unreachable. */
 const PROBE_TIMEOUT_MS = 2_000;
@@ -20,7 +21,7 @@ export function readinessProbe(clients: Pick<Clients, 'dynamo'>, tableName: stri
   const probe = async (): Promise<Readiness> => {
     try {
       await clients.dynamo.send(
-        new GetItemCommand({ TableName: tableName, Key: { pk: { S: '_ready' }, sk: { S: '_ready' } }, ConsistentRead: true }),
+        new GetItemCommand({ TableName: tableName, Key: { pk: { S: keys.probe.pk }, sk: { S: keys.probe.sk } }, ConsistentRead: true }),
         { abortSignal: AbortSignal.timeout(PROBE_TIMEOUT_MS) },
       );
       return { ready: true };

@@ -2,8 +2,6 @@
  * GET /metrics: this process's counters in Prometheus' text format. They hold no tenant
  * data (totals only), so the endpoint needs no API key; keep it off the public edge all the same.
  */
-import type { Stores } from './context.ts';
-import type { Live } from './streams/live.ts';
 
 interface Metric {
   name: string;
@@ -30,13 +28,20 @@ function render(metrics: Metric[]) {
   return `${lines.join('\n')}\n`;
 }
 
-export function metricsOf(
-  stores: Pick<Stores, 'events'>,
-  live: Pick<Live, 'openSubscriptions' | 'laggingFeeds' | 'poller'>,
-  sendBuffers: { held: number },
-) {
+/** What the counters are read from (the composition root hands them in). */
+export interface MetricSources {
+  appends: { readonly appends: number; readonly conflicts: number; readonly batches: number };
+  live: {
+    readonly openSubscriptions: number;
+    readonly laggingFeeds: number;
+    readonly poller: { readonly getRecordsCalls: number; readonly failures: Readonly<Record<string, number>> };
+  };
+  sendBuffers: { readonly held: number };
+}
+
+export function metricsOf({ appends: appended, live, sendBuffers }: MetricSources) {
   return () => {
-    const { appends, conflicts, batches } = stores.events.counters;
+    const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
     return render([
       { name: 'runplane_event_appends_total', help: 'Events appended by this process.', type: 'counter', samples: [[undefined, appends]] },

@@ -1,7 +1,7 @@
 /** How much one request may read for its response: refused once reached, before more is read. */
 import { GraphQLError } from 'graphql';
-import { codes } from '../schema/error-codes.ts';
-import type { ReadBudget } from '../store/deps.ts';
+import type { ReadBudget } from '../store/index.ts';
+import { codes } from './error-codes.ts';
 
 export function responseBudget(maxBytes: number): ReadBudget {
   let spent = 0;

@@ -6,16 +6,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { ID_PATTERN } from './domain/limits.ts';
-
-export type Role = 'write' | 'read';
-
-export interface Principal {
-  tenant: string;
-  role: Role;
-  /** Which key it presented (a prefix of the key's digest; 'open' without keys): revoking it ends what it opened. */
-  keyId: string;
-}
+import { ID_PATTERN } from '../domain/limits.ts';
+import type { Principal, Role } from '../domain/principal.ts';
 
 export const OPEN_TENANT = 'default';
 const MIN_KEY_LENGTH = 16;

@@ -6,7 +6,7 @@
  */
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context } from './context.ts';
+import type { Context } from '../schema/context.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 

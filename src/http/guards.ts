@@ -6,9 +6,10 @@
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { type ExecutionArgs, GraphQLError, getOperationAST, NoSchemaIntrospectionCustomRule } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Context } from './context.ts';
+import type { Context } from '../schema/context.ts';
+import { codes } from '../schema/error-codes.ts';
+import { type CostRules, checkCost } from './cost.ts';
 import { nesting } from './document-depth.ts';
-import { type CostRules, checkCost } from './http/cost.ts';
 
 export interface GuardOptions {
   introspection: boolean;
@@ -67,7 +68,7 @@ const shallowDocuments: Plugin<Context> = {
     const source = typeof params.source === 'string' ? params.source : params.source.body;
     if (nesting(source) > MAX_NESTING) {
       throw new GraphQLError(`The document nests deeper than ${MAX_NESTING} levels`, {
-        extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+        extensions: { code: codes.badRequest, http: { status: 400 } },
       });
     }
   },
@@ -89,7 +90,7 @@ const csrfPrevention: Plugin<Context> = {
     if (request.headers.has('x-graphql-yoga-csrf')) return;
     if (request.method === 'GET' && /\btext\/event-stream\b/.test(request.headers.get('accept') ?? '')) return;
     throw new GraphQLError('Required CSRF header(s) not present: send x-graphql-yoga-csrf (any value)', {
-      extensions: { code: 'BAD_REQUEST', http: { status: 403 } },
+      extensions: { code: codes.badRequest, http: { status: 403 } },
     });
   },
 };
@@ -102,7 +103,7 @@ const readOnlyKeys: Plugin<Context> = {
       setResultAndStopExecution({
         errors: [
           new GraphQLError('This API key is read-only: mutations are refused', {
-            extensions: { code: 'FORBIDDEN', http: { status: 403 } },
+            extensions: { code: codes.forbidden, http: { status: 403 } },
           }),
         ],
       });

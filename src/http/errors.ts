@@ -1,0 +1,37 @@
+/**
+ * What clients see of errors. Refusals and bad input keep their message; DynamoDB being
+ * slow, throttling or unreachable becomes a clear retryable error; anything else is
+ * masked ("Unexpected error.") and logged in full, never sent with stacks or internals.
+ */
+import { GraphQLError } from 'graphql';
+import { maskError as yogaMaskError } from 'graphql-yoga';
+import { Contention, InvalidInput } from '../domain/errors.ts';
+import { codes } from '../schema/error-codes.ts';
+
+/** The kinds of DynamoDB failure that retrying later may cure (decided by the table layer; the composition root hands it in). */
+export type AvailabilityOf = (err: unknown) => 'throttled' | 'conflict' | 'unreachable' | undefined;
+
+const retryable = {
+  throttled: [codes.throttled, 'DynamoDB is throttling requests; retry in a moment'],
+  conflict: [codes.conflict, 'The write kept colliding with other transactions; retry in a moment'],
+  unreachable: [codes.unavailable, 'DynamoDB could not be reached or failed; retry in a moment'],
+} as const;
+
+export function maskError(logError: (error: unknown) => void, availabilityOf: AvailabilityOf) {
+  return (error: unknown, message: string) => {
+    const original = error instanceof GraphQLError ? error.originalError : error;
+    if (original instanceof Contention) {
+      return new GraphQLError(original.message, { extensions: { code: codes.contention, retryable: true } });
+    }
+    if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: codes.badInput } });
+    const kind = availabilityOf(original);
+    if (kind) {
+      logError(original);
+      const [code, text] = retryable[kind];
+      return new GraphQLError(text, { extensions: { code, retryable: true, http: { status: 503 } } });
+    }
+    // Errors made on purpose for the client (bad input, not found) are not news for the log.
+    if (!(original instanceof GraphQLError) && !(error instanceof GraphQLError && !original)) logError(original ?? error);
+    return yogaMaskError(error, message, false);
+  };
+}

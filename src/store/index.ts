@@ -1,0 +1,30 @@
+/** The stores: one per aggregate, each doing its conditional writes; built together on one idempotency record set. */
+import { type BudgetStore, createBudgetStore } from './budgets.ts';
+import type { StoreDeps } from './deps.ts';
+import { createEventStore, type EventStore } from './events.ts';
+import { createIdempotency } from './idempotency.ts';
+import { createLeaseStore, type LeaseStore } from './leases.ts';
+import { createRunListing, type RunListing } from './run-list.ts';
+import { createRunStore, type RunStore } from './runs.ts';
+
+export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
+export type { IdempotencyKey } from './idempotency.ts';
+
+export interface Stores {
+  runs: RunStore;
+  runList: RunListing;
+  events: EventStore;
+  budgets: BudgetStore;
+  leases: LeaseStore;
+}
+
+export function createStores(deps: StoreDeps): Stores {
+  const idempotency = createIdempotency(deps, deps.retention.idempotencySeconds);
+  return {
+    runs: createRunStore(deps, idempotency),
+    runList: createRunListing(deps),
+    events: createEventStore(deps, idempotency),
+    budgets: createBudgetStore(deps, idempotency),
+    leases: createLeaseStore(deps, idempotency),
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * What a DynamoDB failure means for whoever asked: the kinds that retrying later may cure.
+ * The one place that reads the SDK's error names and codes for this.
+ */
+import { cancellations, isTransactionCanceled } from './conditions.ts';
+
+export type Availability = 'throttled' | 'conflict' | 'unreachable';
+
+const THROTTLED = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+  'LimitExceededException',
+]);
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ECONNABORTED']);
+
+/** Another transaction held the item at that moment: nothing was applied, and trying again is safe. */
+export function isTransactionConflict(err: unknown) {
+  if ((err as Error)?.name === 'TransactionConflictException') return true;
+  if (!isTransactionCanceled(err)) return false;
+  const reasons = cancellations(err);
+  return reasons.some((r) => r.code === 'TransactionConflict') && !reasons.some((r) => r.conditionFailed);
+}
+
+/** The kind of a failure that retrying later may cure, or undefined for any other. */
+export function availabilityOf(err: unknown): Availability | undefined {
+  const e = err as Error & { code?: string; $metadata?: { httpStatusCode?: number } };
+  if (THROTTLED.has(e?.name)) return 'throttled';
+  if (isTransactionConflict(err)) return 'conflict';
+  if (
+    UNREACHABLE.has(e?.code ?? '') ||
+    e?.name === 'TimeoutError' ||
+    e?.name === 'RequestTimeout' ||
+    (e?.$metadata?.httpStatusCode ?? 0) >= 500
+  ) {
+    return 'unreachable';
+  }
+  return undefined;
+}
