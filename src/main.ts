@@ -1,12 +1,13 @@
 /** `npm start`: the server, with the embedded engine unless an endpoint is configured. */
 import { ConfigError, loadConfig } from './config.ts';
+import { consoleLogger } from './lib/logger.ts';
 import { startServer } from './server.ts';
 
 async function main() {
   const config = loadConfig(process.env);
   // The SDK warns that its releases after January 2027 need Node 22; ours are pinned, so it does not apply yet.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  const server = await startServer(config, { log: (message) => console.warn(`runplane: ${message}`) });
+  const server = await startServer(config, { log: consoleLogger });
   const where = server.engine
     ? `embedded engine on ${server.engine.endpoint} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`
     : `${config.dynamodb.endpoint ?? 'AWS'} (region ${config.dynamodb.region})`;

@@ -6,6 +6,7 @@ import { type Engine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
 import { buildApp } from './http/app.ts';
 import { metricsOf } from './http/metrics.ts';
+import { consoleLogger, type Logger } from './lib/logger.ts';
 import type { Connection, Context } from './schema/context.ts';
 import { schema } from './schema/index.ts';
 import { responseBudget } from './schema/response-budget.ts';
@@ -36,15 +37,17 @@ export interface RunningServer {
 export interface ServerOptions {
   /** Called with the SDK clients before anything uses them (tests count requests here). */
   onClients?: (clients: Clients) => void;
-  logError?: (error: unknown) => void;
+
   /** Stream polling pace (tests and benchmarks tune it). */
   poll?: { minIntervalMs?: number; idleIntervalMs?: number; maxBackoffMs?: number };
-  log?: (message: string) => void;
+  /** Where the server says what happened (default: stderr). */
+  log?: Logger;
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
+  const log = options.log ?? consoleLogger;
   // Bad keys stop the start before anything else is started.
-  const apiKeys = createApiKeys(config.auth);
+  const apiKeys = createApiKeys(config.auth, log);
   const engine = config.dynamodb.embedded
     ? await startEngine({ port: config.engine.port, host: '127.0.0.1', dataDir: config.engine.dataDir })
     : undefined;
@@ -58,7 +61,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   let live: Live | undefined;
   try {
     options.onClients?.(clients);
-    const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable });
+    const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable, log });
     const raw = createStores({
       doc: clients.doc,
       tableName: config.table,
@@ -71,7 +74,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       tableName: config.table,
       stores: raw,
       poll: options.poll,
-      log: options.log,
+      log,
       gapWaitMs: config.gapWaitMs,
     });
     const stores = withFastPath(raw, live.hub);
@@ -97,7 +100,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       maxBodyBytes: config.maxBodyBytes,
       limits: config.limits,
       connections: config.connections,
-      logError: options.logError,
+      log,
       metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers }),
       availabilityOf,
       sendBuffers,

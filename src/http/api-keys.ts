@@ -8,6 +8,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { ID_PATTERN } from '../domain/limits.ts';
 import type { Principal, Role } from '../domain/principal.ts';
+import { consoleLogger, type Logger } from '../lib/logger.ts';
 
 export const OPEN_TENANT = 'default';
 const MIN_KEY_LENGTH = 16;
@@ -64,7 +65,7 @@ export interface ApiKeySources {
   file?: string;
 }
 
-export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
+export function createApiKeys({ inline, file }: ApiKeySources, log: Logger = consoleLogger): ApiKeys {
   const fixed = inline ? parseKeys(inline, 'RUNPLANE_API_KEYS') : [];
   let fromFile: Entry[] = [];
   let fileStamp = '';
@@ -99,7 +100,7 @@ export function createApiKeys({ inline, file }: ApiKeySources): ApiKeys {
       fileStamp = stamp;
     } catch (err) {
       if (force) throw err;
-      console.error(`runplane: keys file not reloaded, keeping the keys read before: ${(err as Error).message}`);
+      log.warn(`keys file not reloaded, keeping the keys read before: ${(err as Error).message}`);
     }
   };
   reload(true);

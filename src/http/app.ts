@@ -7,6 +7,7 @@ import { createYoga } from 'graphql-yoga';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Limits } from '../domain/limits.ts';
 import type { Principal } from '../domain/principal.ts';
+import type { Logger } from '../lib/logger.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
 import { SendBudget } from '../streams/send-budget.ts';
@@ -36,8 +37,8 @@ export interface AppDeps {
   maxBodyBytes: number;
   limits: Limits;
   connections: ConnectionLimits;
-  /** Where unexpected errors go in full; clients only see a masked message. */
-  logError?: (error: unknown) => void;
+  /** Where unexpected errors go in full (clients only see a masked message). */
+  log: Logger;
   /** The text served at GET /metrics (Prometheus format); absent: no /metrics. */
   metrics?: () => string;
   /** GET /ready: whether DynamoDB answers now (absent: always ready). */
@@ -91,7 +92,8 @@ interface Served {
 const served = new WeakMap<IncomingMessage, Served>();
 
 export function buildApp(deps: AppDeps): App {
-  const { schema, apiKeys, context, maxBodyBytes, limits, connections, logError = (e) => console.error('runplane:', e) } = deps;
+  const { schema, apiKeys, context, maxBodyBytes, limits, connections, log } = deps;
+  const logError = (err: unknown) => log.error('unexpected error', err);
   const admission = createAdmission(connections);
   const sessions = createSessions();
   const cost: CostRules = {

@@ -21,7 +21,19 @@ export function delayFor({ firstMs, maxMs, factor = 2, jitter = 'none' }: Backof
   return jitter === 'full' ? Math.random() * delay : delay;
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or until `signal` aborts (whichever comes first). */
+export function sleep(ms: number, signal?: AbortSignal) {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
 
 /**
  * Runs `attempt` until it succeeds, `retryable(err)` says no, or `attempts` are used up; the

@@ -14,7 +14,7 @@ export class Hub {
   private readonly listeners = new Map<string, Set<Listener>>();
 
   /** @param onError where a listener's failure goes: it never reaches the publisher or the other listeners */
-  constructor(private readonly onError: (err: unknown) => void = (err) => console.error('runplane: a subscriber failed:', err)) {}
+  constructor(private readonly onError: (err: unknown) => void) {}
 
   publish(change: Change) {
     for (const listener of this.listeners.get(topicOf(change)) ?? []) this.call(() => listener.change(change));

@@ -1,4 +1,5 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
+import { type Logger, silentLogger } from '../lib/logger.ts';
 import type { Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
 import { decodeRecord } from './changes.ts';
@@ -13,7 +14,7 @@ export interface LiveOptions {
   tableName: string;
   stores: Stores;
   poll?: Pick<PollerOptions, 'minIntervalMs' | 'idleIntervalMs' | 'maxBackoffMs'>;
-  log?: (message: string) => void;
+  log?: Logger;
   /** How long a run's feed waits for a missing seq before it steps over it (and says so). */
   gapWaitMs?: number;
 }
@@ -23,8 +24,8 @@ export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterS
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
-export async function startLive({ clients, tableName, stores, poll, log, gapWaitMs }: LiveOptions) {
-  const onError = (err: unknown) => log?.(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
+export async function startLive({ clients, tableName, stores, poll, log = silentLogger, gapWaitMs }: LiveOptions) {
+  const onError = (err: unknown) => log.warn(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
   const hub = new Hub(onError);
   /** Feeds reading from the table because their subscriber fell behind. */
   const feedStats = { lagging: 0 };
@@ -47,14 +48,14 @@ export async function startLive({ clients, tableName, stores, poll, log, gapWait
           change = decodeRecord(record);
         } catch (err) {
           // A row we cannot read (written by someone else, by hand) is skipped, not retried forever.
-          log?.(`stream record ${record.dynamodb?.SequenceNumber} skipped: ${err instanceof Error ? err.message : String(err)}`);
+          log.warn(`stream record ${record.dynamodb?.SequenceNumber} skipped: ${err instanceof Error ? err.message : String(err)}`);
           continue;
         }
         if (change) hub.publish(change);
       }
     },
     onLost(reason) {
-      log?.(`stream: ${reason}; subscribers re-read from the table`);
+      log.warn(`stream: ${reason}; subscribers re-read from the table`);
       hub.resync();
     },
   });

@@ -14,14 +14,10 @@
  */
 import { EventEmitter } from 'node:events';
 import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  type _Record,
-  DescribeStreamCommand,
-  type DynamoDBStreamsClient,
-  GetRecordsCommand,
-  GetShardIteratorCommand,
-  type ShardIteratorType,
-} from '@aws-sdk/client-dynamodb-streams';
+import { type _Record, type DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
+import { delayFor, sleep } from '../lib/backoff.ts';
+import type { Logger } from '../lib/logger.ts';
+import { listShards, newShard, type ShardReader } from './shards.ts';
 
 export interface PollerOptions {
   streams: DynamoDBStreamsClient;
@@ -36,30 +32,7 @@ export interface PollerOptions {
   idleIntervalMs?: number;
   /** Longest back-off after repeated failures. */
   maxBackoffMs?: number;
-  log?: (message: string) => void;
-}
-
-interface ShardReader {
-  id: string;
-  /** GetRecords calls started, and the last one that came back with less than a full page. */
-  calls: number;
-  lastQuietCall: number;
-  /** When the last GetRecords started (kept across read loops: the 5-a-second limit is per shard). */
-  lastCall: number;
-  /** Failures in a row, also across read loops (back-off grows until a call succeeds). */
-  failures: number;
-  /**
-   * The iterator was lost before any record was read, so it re-opens at LATEST: whatever was
-   * written in between is only in the table. Consumers are told to fill from it once re-opened.
-   */
-  resyncOnOpen?: boolean;
-  parentId?: string;
-  state: 'waiting' | 'reading' | 'drained';
-  iterator?: string;
-  /** Sequence number of the last record handed on. */
-  lastSeq?: string;
-  /** Where to open when there is no lastSeq. */
-  start: ShardIteratorType;
+  log?: Logger;
 }
 
 const PAGE = 1000;
@@ -150,7 +123,7 @@ export class StreamPoller {
           failures = 0;
         } catch (err) {
           if (initial) throw err;
-          this.options.log?.(`stream discovery failed (${describe(err)}); retrying`);
+          this.options.log?.warn(`stream discovery failed (${describe(err)}); retrying`);
           await this.sleep(this.backoff(++failures));
           this.discoverAgain = true;
         }
@@ -175,33 +148,12 @@ export class StreamPoller {
       }
       this.streamArn = arn;
     }
-    let exclusiveStart: string | undefined;
     const seen = new Set<string>();
-    do {
-      const { StreamDescription } = await this.options.streams.send(
-        new DescribeStreamCommand({ StreamArn: arn, ExclusiveStartShardId: exclusiveStart }),
-        { abortSignal: this.abort.signal },
-      );
-      for (const shard of StreamDescription?.Shards ?? []) {
-        const id = shard.ShardId as string;
-        seen.add(id);
-        if (this.shards.has(id)) continue;
-        const closed = shard.SequenceNumberRange?.EndingSequenceNumber !== undefined;
-        // At start, history comes from the table: skip closed shards, read open ones from now.
-        // Shards that appear later are new: read them whole.
-        this.shards.set(id, {
-          id,
-          calls: 0,
-          lastQuietCall: 0,
-          lastCall: 0,
-          failures: 0,
-          parentId: shard.ParentShardId,
-          state: initial ? (closed ? 'drained' : 'reading') : 'waiting',
-          start: initial ? 'LATEST' : 'TRIM_HORIZON',
-        });
-      }
-      exclusiveStart = StreamDescription?.LastEvaluatedShardId;
-    } while (exclusiveStart);
+    for (const shard of await listShards(this.options.streams, arn, this.abort.signal)) {
+      const id = shard.ShardId as string;
+      seen.add(id);
+      if (!this.shards.has(id)) this.shards.set(id, newShard(shard, initial));
+    }
     for (const [id, shard] of this.shards) {
       if (seen.has(id)) continue;
       // Gone from the stream: drained ones were trimmed away; anything else was lost with it.
@@ -234,85 +186,98 @@ export class StreamPoller {
     while (!this.stopped && this.shards.get(shard.id) === shard && shard.state === 'reading') {
       await this.sleep(shard.lastCall + interval - Date.now());
       if (this.stopped) return;
+      let records: number;
       try {
-        if (!shard.iterator) {
-          shard.iterator = await this.openIterator(shard);
-          if (shard.resyncOnOpen) {
-            shard.resyncOnOpen = false;
-            this.options.onLost(`the position in ${shard.id} was lost before its first record; re-opened at the latest record`);
-          }
-        }
-        shard.lastCall = Date.now();
-        this.getRecordsCalls++;
-        const call = ++shard.calls;
-        const page = await this.options.streams.send(new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: PAGE }), {
-          abortSignal: this.abort.signal,
-        });
-        shard.failures = 0;
-        const records = page.Records ?? [];
-        if (records.length > 0) {
-          shard.lastSeq = records.at(-1)?.dynamodb?.SequenceNumber;
-          try {
-            this.options.onRecords(records);
-          } catch (err) {
-            // A consumer's failure must not make the poller read the same records forever.
-            this.options.log?.(`handling records of ${shard.id} failed: ${describe(err)}`);
-          }
-        }
-        if (records.length < PAGE) {
-          shard.lastQuietCall = call;
-          this.events.emit('quiet');
-        }
-        shard.iterator = page.NextShardIterator;
-        if (!shard.iterator) {
-          // Closed and drained: its children may start now.
-          shard.state = 'drained';
-          setImmediate(() => void this.discover());
-          return;
-        }
-        // Again as soon as allowed while records flow; slower while quiet.
-        interval = records.length > 0 ? this.minIntervalMs : Math.min(this.idleIntervalMs, interval * 1.25);
+        records = await this.readPage(shard);
       } catch (err) {
-        if (this.stopped) return;
-        const name = (err as Error).name;
-        this.failures[name] = (this.failures[name] ?? 0) + 1;
-        const lostWithoutPosition = () => {
-          shard.iterator = undefined;
-          if (!shard.lastSeq && shard.start === 'LATEST') shard.resyncOnOpen = true;
-        };
-        if (name === 'ExpiredIteratorException') {
-          // Re-opened after the last record handed on: nothing is missed.
-          lostWithoutPosition();
-          continue;
-        }
-        if (name === 'TrimmedDataAccessException') {
-          shard.iterator = undefined;
-          shard.lastSeq = undefined;
-          shard.start = 'TRIM_HORIZON';
-          this.options.onLost(`records of ${shard.id} were trimmed before they were read`);
-          continue;
-        }
-        if (name === 'ResourceNotFoundException') {
-          // Rediscover: a shard still listed is read on from where it was; a new stream starts over.
-          // Backed off like any failure, so a shard that keeps vanishing cannot make us spin.
-          lostWithoutPosition();
-          await this.sleep(this.backoff(++shard.failures));
-          // After this loop has ended, so that discovery can start the shard's next one.
-          setImmediate(() => void this.discover());
-          return;
-        }
-        if (name === 'ValidationException' && !shard.iterator) {
-          // The remembered position no longer fits the shard: start it over.
-          shard.lastSeq = undefined;
-          shard.start = 'TRIM_HORIZON';
-          this.options.onLost(`position in ${shard.id} was refused: ${(err as Error).message}`);
-          continue;
-        }
-        shard.failures++;
-        if (!THROTTLED.has(name)) this.options.log?.(`GetRecords on ${shard.id} failed (${describe(err)}); backing off`);
-        await this.sleep(this.backoff(shard.failures));
+        if (this.stopped || (await this.recover(shard, err)) === 'stop') return;
+        continue;
+      }
+      if (!shard.iterator) {
+        // Closed and drained: its children may start now.
+        shard.state = 'drained';
+        setImmediate(() => void this.discover());
+        return;
+      }
+      // Again as soon as allowed while records flow; slower while quiet.
+      interval = records > 0 ? this.minIntervalMs : Math.min(this.idleIntervalMs, interval * 1.25);
+    }
+  }
+
+  /** One GetRecords on a shard (opening its iterator first if needed); hands the records on. @returns how many came */
+  private async readPage(shard: ShardReader) {
+    if (!shard.iterator) {
+      shard.iterator = await this.openIterator(shard);
+      if (shard.resyncOnOpen) {
+        shard.resyncOnOpen = false;
+        this.options.onLost(`the position in ${shard.id} was lost before its first record; re-opened at the latest record`);
       }
     }
+    shard.lastCall = Date.now();
+    this.getRecordsCalls++;
+    const call = ++shard.calls;
+    const page = await this.options.streams.send(new GetRecordsCommand({ ShardIterator: shard.iterator, Limit: PAGE }), {
+      abortSignal: this.abort.signal,
+    });
+    shard.failures = 0;
+    const records = page.Records ?? [];
+    if (records.length > 0) {
+      shard.lastSeq = records.at(-1)?.dynamodb?.SequenceNumber;
+      try {
+        this.options.onRecords(records);
+      } catch (err) {
+        // A consumer's failure must not make the poller read the same records forever.
+        this.options.log?.error(`handling records of ${shard.id} failed`, err);
+      }
+    }
+    if (records.length < PAGE) {
+      shard.lastQuietCall = call;
+      this.events.emit('quiet');
+    }
+    shard.iterator = page.NextShardIterator;
+    return records.length;
+  }
+
+  /** What a failed read means for the shard: read on from where it was, from the trim horizon, or rediscover. */
+  private async recover(shard: ShardReader, err: unknown): Promise<'continue' | 'stop'> {
+    const name = (err as Error).name;
+    this.failures[name] = (this.failures[name] ?? 0) + 1;
+    const lostWithoutPosition = () => {
+      shard.iterator = undefined;
+      if (!shard.lastSeq && shard.start === 'LATEST') shard.resyncOnOpen = true;
+    };
+    if (name === 'ExpiredIteratorException') {
+      // Re-opened after the last record handed on: nothing is missed.
+      lostWithoutPosition();
+      return 'continue';
+    }
+    if (name === 'TrimmedDataAccessException') {
+      shard.iterator = undefined;
+      shard.lastSeq = undefined;
+      shard.start = 'TRIM_HORIZON';
+      this.options.onLost(`records of ${shard.id} were trimmed before they were read`);
+      return 'continue';
+    }
+    if (name === 'ResourceNotFoundException') {
+      // Rediscover: a shard still listed is read on from where it was; a new stream starts over.
+      // Backed off like any failure, so a shard that keeps vanishing cannot make us spin.
+      lostWithoutPosition();
+      await this.sleep(this.backoff(++shard.failures));
+      // After this loop has ended, so that discovery can start the shard's next one.
+      setImmediate(() => void this.discover());
+      return 'stop';
+    }
+    if (name === 'ValidationException' && !shard.iterator) {
+      // The remembered position no longer fits the shard: start it over.
+      shard.lastSeq = undefined;
+      shard.start = 'TRIM_HORIZON';
+      this.options.onLost(`position in ${shard.id} was refused: ${(err as Error).message}`);
+      return 'continue';
+    }
+    shard.failures++;
+    if (!THROTTLED.has(name)) this.options.log?.warn(`GetRecords on ${shard.id} failed (${describe(err)}); backing off`);
+    await this.sleep(this.backoff(shard.failures));
+    return 'continue';
   }
 
   private async openIterator(shard: ShardReader) {
@@ -332,22 +297,16 @@ export class StreamPoller {
 
   /** Exponential back-off with full jitter, at least the shard's poll interval. */
   private backoff(failures: number) {
-    const ceiling = Math.min(this.maxBackoffMs, this.minIntervalMs * 2 ** Math.min(failures, 10));
-    return this.minIntervalMs + Math.random() * (ceiling - this.minIntervalMs);
+    return (
+      this.minIntervalMs +
+      delayFor({ firstMs: this.minIntervalMs, maxMs: this.maxBackoffMs - this.minIntervalMs, jitter: 'full' }, Math.min(failures, 10))
+    );
   }
 
+  /** Waits, or less if the poller stops meanwhile. */
   private sleep(ms: number) {
     if (ms <= 0 || this.stopped) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      const signal = this.abort.signal;
-      function done() {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', done);
-        resolve();
-      }
-      signal.addEventListener('abort', done, { once: true });
-    });
+    return sleep(ms, this.abort.signal);
   }
 }
 

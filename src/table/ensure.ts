@@ -2,6 +2,7 @@
  * Makes sure the table exists with the shape Runplane needs: creates it where allowed
  * (the embedded engine, a loopback endpoint), otherwise checks it and says what is wrong.
  */
+
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -12,9 +13,12 @@ import {
   type TableDescription,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
+import type { Logger } from '../lib/logger.ts';
 import { indexes, TTL_ATTRIBUTE, tableDefinition } from './definition.ts';
 
 export interface EnsureTableOptions {
+  /** Where to say what it found wrong but could live with. */
+  log?: Logger;
   /** Create the table (and turn TTL on) when it is missing. */
   create: boolean;
   /** How long to wait for a new table to become ACTIVE. */
@@ -49,7 +53,7 @@ export async function ensureTable(client: DynamoDBClient, tableName: string, opt
       new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { Enabled: true, AttributeName: TTL_ATTRIBUTE } }),
     );
   } else if (ttl === 'DISABLED') {
-    console.warn(`runplane: TTL is off on table ${tableName}; expired rows will stay (reads still treat them as absent)`);
+    options.log?.warn(`TTL is off on table ${tableName}; expired rows will stay (reads still treat them as absent)`);
   }
   return created;
 }

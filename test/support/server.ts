@@ -4,6 +4,7 @@
  */
 import { afterAll, inject } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
 import { type RunningServer, type ServerOptions, startServer } from '../../src/server.ts';
 import { uniqueName } from './aws.ts';
 
@@ -58,7 +59,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
         },
         { step: 'initialize', name: 'countRequests' },
       ),
-    logError: () => undefined,
+    log: silentLogger,
   });
   if (opts.stopAfterAll !== false) afterAll(() => server.stop());
   return {

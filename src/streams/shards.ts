@@ -1,0 +1,61 @@
+/** The shards of a table's stream, as the poller keeps them: lineage, position, pace and failures. */
+import { DescribeStreamCommand, type DynamoDBStreamsClient, type Shard, type ShardIteratorType } from '@aws-sdk/client-dynamodb-streams';
+
+export interface ShardReader {
+  id: string;
+  /** GetRecords calls started, and the last one that came back with less than a full page. */
+  calls: number;
+  lastQuietCall: number;
+  /** When the last GetRecords started (kept across read loops: the 5-a-second limit is per shard). */
+  lastCall: number;
+  /** Failures in a row, also across read loops (back-off grows until a call succeeds). */
+  failures: number;
+  /**
+   * The iterator was lost before any record was read, so it re-opens at LATEST: whatever was
+   * written in between is only in the table. Consumers are told to fill from it once re-opened.
+   */
+  resyncOnOpen?: boolean;
+  parentId?: string;
+  state: 'waiting' | 'reading' | 'drained';
+  iterator?: string;
+  /** Sequence number of the last record handed on. */
+  lastSeq?: string;
+  /** Where to open when there is no lastSeq. */
+  start: ShardIteratorType;
+}
+
+/**
+ * A shard met for the first time. At start, history comes from the table: closed shards are
+ * skipped and open ones read from now. Shards that appear later are new: read whole, once
+ * their parent is drained.
+ */
+export function newShard(shard: Shard, initial: boolean): ShardReader {
+  const closed = shard.SequenceNumberRange?.EndingSequenceNumber !== undefined;
+  return {
+    id: shard.ShardId as string,
+    calls: 0,
+    lastQuietCall: 0,
+    lastCall: 0,
+    failures: 0,
+    parentId: shard.ParentShardId,
+    state: initial ? (closed ? 'drained' : 'reading') : 'waiting',
+    start: initial ? 'LATEST' : 'TRIM_HORIZON',
+  };
+}
+
+/** Every shard of a stream (DescribeStream pages through them). */
+export async function listShards(streams: DynamoDBStreamsClient, streamArn: string, signal: AbortSignal) {
+  const shards: Shard[] = [];
+  let exclusiveStart: string | undefined;
+  do {
+    const { StreamDescription } = await streams.send(
+      new DescribeStreamCommand({ StreamArn: streamArn, ExclusiveStartShardId: exclusiveStart }),
+      {
+        abortSignal: signal,
+      },
+    );
+    shards.push(...(StreamDescription?.Shards ?? []));
+    exclusiveStart = StreamDescription?.LastEvaluatedShardId;
+  } while (exclusiveStart);
+  return shards;
+}
