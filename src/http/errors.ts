@@ -17,7 +17,10 @@ const retryable = {
   unreachable: [codes.unavailable, 'DynamoDB could not be reached or failed; retry in a moment'],
 } as const;
 
-export function maskError(logError: (error: unknown) => void, availabilityOf: AvailabilityOf) {
+/** What a client is shown of an error (yoga's maskError signature). */
+export type Mask = (error: unknown, message: string) => Error;
+
+export function maskError(logError: (error: unknown) => void, availabilityOf: AvailabilityOf): Mask {
   return (error: unknown, message: string) => {
     const original = error instanceof GraphQLError ? error.originalError : error;
     if (original instanceof Contention) {

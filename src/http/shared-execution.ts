@@ -4,9 +4,11 @@
  * result is the same, so it is computed once and handed to each of them. Without this, a
  * thousand subscribers cost a thousand executions of every event.
  */
+
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../schema/context.ts';
+import type { Mask } from './errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 
@@ -99,8 +101,6 @@ export const sharedDelivery: Plugin<Context> = {
     setSubscribeFn(subscribeShared as never);
   },
 };
-
-type Mask = (error: unknown, message: string) => Error;
 
 /** A result's JSON, by result: subscribers sharing a result share its serialization. */
 const serialized = new WeakMap<ExecutionResult, string>();

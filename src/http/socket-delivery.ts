@@ -13,9 +13,8 @@
 import { createSourceEventStream, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
 import type { SendBudget } from '../streams/send-budget.ts';
+import type { Mask } from './errors.ts';
 import { resultJson, sharedExecution } from './shared-execution.ts';
-
-export type Mask = (error: unknown, message: string) => Error;
 
 const UNEXPECTED = 'Unexpected error.';
 

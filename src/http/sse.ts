@@ -5,16 +5,16 @@
  * to drain), so a client that stops reading holds one frame here, and its feed's bounded
  * queue; the rest waits in the table.
  */
+
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { DeliveredEvent, Lease } from '../domain/run.ts';
 import type { Context } from '../schema/context.ts';
+import type { Mask } from './errors.ts';
 import { resultJson, sourceOf } from './shared-execution.ts';
 
 /** A comment line now and then keeps proxies from closing a quiet stream. */
 const PING_MS = 12_000;
-
-type Mask = (error: unknown, message: string) => Error;
 
 const encoder = new TextEncoder();
 

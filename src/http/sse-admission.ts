@@ -1,0 +1,60 @@
+/**
+ * Subscriptions over SSE (one per request): admitted per tenant and per client address,
+ * ended when their key is revoked (the client gets UNAUTHENTICATED), and their place given
+ * back however they end. Over WebSocket the socket does this (http/websocket.ts).
+ */
+import type { ExecutionArgs } from 'graphql';
+import { GraphQLError } from 'graphql';
+import { Repeater } from 'graphql-yoga';
+import type { Context } from '../schema/context.ts';
+import type { Admission, Release } from './admission.ts';
+import { unauthenticated } from './principals.ts';
+import type { Sessions } from './sessions.ts';
+
+/** Passes `source` on until it ends, its consumer stops, or `keyId` is revoked; then gives its place back. */
+function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions: Sessions, release: Release) {
+  return new Repeater<T>(async (push, stop) => {
+    const forget = sessions.track(keyId, () => stop(unauthenticated('This API key was revoked')));
+    void stop.then(() => source.return?.());
+    try {
+      for (let item = await source.next(); !item.done; item = await source.next()) await push(item.value);
+      stop();
+    } catch (err) {
+      stop(err);
+    } finally {
+      forget();
+      release();
+    }
+  });
+}
+
+type Stop = (result: never) => void;
+
+export function sseAdmission(admission: Admission, sessions: Sessions) {
+  return {
+    onSubscribe({ args, setResultAndStopExecution }: { args: ExecutionArgs; setResultAndStopExecution: Stop }) {
+      const { tenant, keyId, connection } = args.contextValue as Context;
+      if (connection.transport !== 'http') return;
+      const refuse = (error: GraphQLError) => setResultAndStopExecution({ errors: [error] } as never);
+      const tooFast = admission.setup({ address: connection.address });
+      if (tooFast) return refuse(tooFast);
+      const connected = admission.connect(tenant);
+      if (connected instanceof GraphQLError) return refuse(connected);
+      const subscribed = admission.subscribe(tenant);
+      if (subscribed instanceof GraphQLError) {
+        connected();
+        return refuse(subscribed);
+      }
+      const release = () => {
+        connected();
+        subscribed();
+      };
+      return {
+        onSubscribeResult({ result, setResult }: { result: unknown; setResult: Stop }) {
+          if (!(Symbol.asyncIterator in (result as object))) return release();
+          setResult(revocable(result as AsyncIterableIterator<unknown>, keyId, sessions, release) as never);
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,167 @@
+/**
+ * graphql-ws on /graphql, through yoga's envelope (one context, the same limits and plugins
+ * as HTTP). A socket's key is checked at connection_init and again for every operation;
+ * subscriptions are admitted against the socket's and the tenant's caps and rate before the
+ * document is parsed where possible; revoking the key closes the socket.
+ */
+import type { Server } from 'node:http';
+import { type execute, GraphQLError, getOperationAST } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
+import { type WebSocket, WebSocketServer } from 'ws';
+import type { Context } from '../schema/context.ts';
+import { codes } from '../schema/error-codes.ts';
+import type { SendBudget } from '../streams/send-budget.ts';
+import type { Admission, ConnectionSlot, Release } from './admission.ts';
+import type { ApiKeys } from './api-keys.ts';
+import type { ConnectionLimits } from './connections.ts';
+import { type CostRules, checkCost } from './cost.ts';
+import type { Mask } from './errors.ts';
+import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
+import type { Sessions } from './sessions.ts';
+import { subscribeOverSocket } from './socket-delivery.ts';
+import type { YogaServer } from './yoga.ts';
+
+/** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
+const MAX_ID_LENGTH = 128;
+const MAX_OPERATION_NAME_LENGTH = 256;
+/** A document that may hold a subscription (every subscription operation is spelled with this word). */
+const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
+
+export interface WebSocketDeps {
+  yoga: YogaServer;
+  apiKeys: ApiKeys;
+  admission: Admission;
+  sessions: Sessions;
+  cost: CostRules;
+  mask: Mask;
+  newConnection: NewConnection;
+  connections: ConnectionLimits;
+  maxBodyBytes: number;
+}
+
+/** What a WebSocket holds once its key is accepted. */
+interface SocketSession {
+  connection: Served['connection'];
+  slot: ConnectionSlot;
+}
+
+const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
+
+export function attachWebSockets(server: Server, deps: WebSocketDeps) {
+  const { yoga, apiKeys, admission, sessions } = deps;
+  const sessionsBySocket = new WeakMap<WebSocket, SocketSession>();
+  // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
+  // its errors (a port in use), which graphql-ws then prints as its own internal error.
+  const webSockets = new WebSocketServer({ noServer: true, maxPayload: deps.maxBodyBytes });
+  server.on('upgrade', (req, socket, head) => {
+    if (req.url?.split('?')[0] !== yoga.graphqlEndpoint) {
+      socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    webSockets.handleUpgrade(req, socket, head, (ws) => webSockets.emit('connection', ws, req));
+  });
+
+  const graphqlWs = useServer<Record<string, unknown>, { socket: WebSocket; request: import('node:http').IncomingMessage }>(
+    {
+      connectionInitWaitTimeout: deps.connections.connectionInitTimeoutMs,
+      onConnect: (ctx) => {
+        const socket = ctx.extra.socket;
+        // A bad or missing key closes the socket with 4403 Forbidden at connection_init.
+        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+        if (!principal) return false;
+        const connected = admission.connect(principal.tenant);
+        if (connected instanceof GraphQLError) {
+          socket.close(4429, connected.message.slice(0, 120));
+          return false;
+        }
+        const forget = sessions.track(principal.keyId, () => socket.close(4403, 'This API key was revoked'));
+        socket.once('close', () => {
+          connected();
+          forget();
+        });
+        const address = ctx.extra.request.socket.remoteAddress ?? '';
+        sessionsBySocket.set(socket, { connection: deps.newConnection('ws', address), slot: admission.slot() });
+        return true;
+      },
+      execute: (args) => (args.rootValue as { execute: typeof execute }).execute(args),
+      subscribe: (args) => {
+        const root = args.rootValue as { socket: WebSocket; id: string; budget: SendBudget; release: Release };
+        return subscribeOverSocket(args, { ...root, mask: deps.mask });
+      },
+      onSubscribe: async (ctx, id, payload) => {
+        const socket = ctx.extra.socket;
+        if (id.length > MAX_ID_LENGTH) {
+          const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
+          socket.close(4400, refusal);
+          return [badRequest(refusal)];
+        }
+        if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
+          return [badRequest(`Operation names are at most ${MAX_OPERATION_NAME_LENGTH} characters`)];
+        }
+        const session = sessionsBySocket.get(socket);
+        if (!session) return [unauthenticated('Send connection_init with an API key first')];
+        // The setup rate is taken before parsing: a flood of subscribes costs a token check each.
+        if (SUBSCRIPTION_KEYWORD.test(payload.query)) {
+          const tooFast = admission.setup({ slot: session.slot });
+          if (tooFast) return [tooFast];
+        }
+        const enveloped = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          socket,
+          params: payload,
+          connectionParams: ctx.connectionParams ?? {},
+        });
+        // Limits throw from parse and validate (as over HTTP): answer them as this operation's errors.
+        let document: ReturnType<typeof enveloped.parse>;
+        try {
+          document = enveloped.parse(payload.query);
+          const errors = enveloped.validate(enveloped.schema, document);
+          if (errors.length > 0) return errors;
+          checkCost(enveloped.schema, document, payload.operationName, payload.variables, deps.cost);
+        } catch (err) {
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        // The key is checked again for each operation: a key revoked since connecting stops here.
+        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+        if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
+        let release: Release = () => {};
+        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+          const admitted = admission.subscribe(principal.tenant, session.slot);
+          if (admitted instanceof GraphQLError) return [admitted];
+          release = admitted;
+        }
+        let contextValue: Context;
+        try {
+          contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
+        } catch (err) {
+          release();
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        const rootValue = { execute: enveloped.execute, socket, id, budget: session.connection.budget, release };
+        return {
+          schema: enveloped.schema,
+          operationName: payload.operationName,
+          document,
+          variableValues: payload.variables,
+          contextValue,
+          rootValue,
+        };
+      },
+    },
+    webSockets,
+  );
+
+  return {
+    /**
+     * Closes every socket with 1012 (service restart): stock graphql-ws clients reconnect, and
+     * an operation cut this way gets no `complete`, so a client resuming from its last seq loses nothing.
+     */
+    closeAll() {
+      for (const socket of webSockets.clients) socket.close(1012, 'The server is restarting: reconnect and resume from your last seq');
+    },
+    dispose: () => graphqlWs.dispose(),
+  };
+}

@@ -1,0 +1,58 @@
+/** graphql-yoga, set up once for HTTP, SSE and (through its envelope) graphql-ws: one context, one set of plugins. */
+import type { IncomingMessage } from 'node:http';
+import type { GraphQLSchema } from 'graphql';
+import { createYoga } from 'graphql-yoga';
+import type { Principal } from '../domain/principal.ts';
+import type { Connection, Context } from '../schema/context.ts';
+import type { Admission } from './admission.ts';
+import type { CostRules } from './cost.ts';
+import type { Mask } from './errors.ts';
+import { guards } from './guards.ts';
+import { type Served, served, unauthenticated } from './principals.ts';
+import type { Sessions } from './sessions.ts';
+import { sharedDelivery } from './shared-execution.ts';
+import { sseDelivery } from './sse.ts';
+import { sseAdmission } from './sse-admission.ts';
+
+export interface YogaOptions {
+  schema: GraphQLSchema;
+  context: (principal: Principal, connection: Connection) => Context;
+  introspection: boolean;
+  suggestions: boolean;
+  cost: CostRules;
+  mask: Mask;
+  admission: Admission;
+  sessions: Sessions;
+  /** Whether a graceful stop began (SSE streams then end without `complete`). */
+  stopping: () => boolean;
+}
+
+export function createYogaServer(options: YogaOptions) {
+  return createYoga<{ req: IncomingMessage }, Context>({
+    schema: options.schema,
+    graphqlEndpoint: '/graphql',
+    // HTTP: who asked was settled before yoga saw the request; WebSocket: onSubscribe hands it in.
+    context: (initial) => {
+      const given = initial as Partial<Served> & { req?: IncomingMessage };
+      const known = given.principal && given.connection ? (given as Served) : given.req && served.get(given.req);
+      if (!known) throw unauthenticated('An API key is required: Authorization: Bearer <key>');
+      return options.context(known.principal, known.connection);
+    },
+    // GraphiQL is served before yoga sees the request (compressed, cached: http/graphiql.ts).
+    graphiql: false,
+    landingPage: false,
+    // Never stack traces or DynamoDB internals to clients, whatever NODE_ENV says.
+    maskedErrors: { maskError: options.mask, isDev: false },
+    // One operation per request: a batch would multiply every limit.
+    batching: false,
+    plugins: [
+      ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
+      sseAdmission(options.admission, options.sessions) as never,
+      sharedDelivery,
+      sseDelivery(options.mask, options.stopping),
+    ],
+    logging: false,
+  });
+}
+
+export type YogaServer = ReturnType<typeof createYogaServer>;
