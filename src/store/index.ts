@@ -9,6 +9,7 @@ import { createRunStore, type RunStore } from './runs.ts';
 
 export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
+export type { BudgetStore, EventStore, LeaseStore, RunListing, RunStore };
 
 export interface Stores {
   runs: RunStore;
