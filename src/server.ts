@@ -4,7 +4,7 @@ import type { Config } from './config.ts';
 import type { Principal } from './domain/principal.ts';
 import { type Engine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
-import { buildApp } from './http/app.ts';
+import { type App, buildApp } from './http/app.ts';
 import { metricsOf } from './http/metrics.ts';
 import { consoleLogger, type Logger } from './lib/logger.ts';
 import type { Connection, Context } from './schema/context.ts';
@@ -18,9 +18,11 @@ import { ensureTable } from './table/ensure.ts';
 import { availabilityOf } from './table/failures.ts';
 import { readinessProbe } from './table/readiness.ts';
 
-export interface RunningServer {
+export interface RunningServer extends AsyncDisposable {
   /** The GraphQL endpoint (GraphiQL in a browser). */
   url: string;
+  /** The HTTP side (its admissions are read by tests). */
+  app: App;
   /** The DynamoDB endpoint in use (the embedded engine's when there is one). */
   dynamodbEndpoint: string | undefined;
   engine: Engine | undefined;
@@ -31,6 +33,7 @@ export interface RunningServer {
   tableCreated: boolean;
   /** Whether it serves everyone as the default tenant (no API keys configured). */
   open: boolean;
+  /** The graceful stop (once, however often called). */
   stop(): Promise<void>;
 }
 
@@ -108,8 +111,23 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     });
     const url = await app.start(config.port, config.host);
     let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        // Subscribers are told to come back (WebSocket 1012; SSE ends without `complete`), not
+        // that their streams ended; then the feeds end and the listeners stop.
+        app.closeStreams();
+        feeds.endSubscriptions();
+        await app.stop();
+        await raw.runs.settled();
+        await feeds.stop();
+        clients.destroy();
+        await engine?.close();
+      })();
+      return stopping;
+    };
     return {
       url,
+      app,
       dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
       engine,
       live,
@@ -117,20 +135,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       clients,
       tableCreated,
       open: apiKeys.open,
-      stop() {
-        stopping ??= (async () => {
-          // Subscribers are told to come back (WebSocket 1012; SSE ends without `complete`), not
-          // that their streams ended; then the feeds end and the listeners stop.
-          app.closeStreams();
-          feeds.endSubscriptions();
-          await app.stop();
-          await raw.runs.settled();
-          await feeds.stop();
-          clients.destroy();
-          await engine?.close();
-        })();
-        return stopping;
-      },
+      stop,
+      [Symbol.asyncDispose]: stop,
     };
   } catch (err) {
     await live?.stop();

@@ -6,7 +6,7 @@
  */
 
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
 import type { Context } from '../schema/context.ts';
 import type { Mask } from './errors.ts';
 
@@ -62,38 +62,11 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
   };
 }
 
-/** Maps a source stream to results; return() goes straight to the source (so an idle feed closes at once). */
-function mapStream(source: AsyncIterator<unknown>, map: (payload: unknown) => Result): AsyncIterableIterator<ExecutionResult> {
-  const close = async () => {
-    await source.return?.();
-    return { done: true as const, value: undefined };
-  };
-  return {
-    async next() {
-      const item = await source.next();
-      if (item.done) return item;
-      try {
-        return { done: false, value: await map(item.value) };
-      } catch (err) {
-        await close();
-        throw err;
-      }
-    },
-    return: close,
-    async throw(err: unknown) {
-      await close();
-      throw err;
-    },
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-  };
-}
-
 async function subscribeShared(args: ExecutionArgs) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  return mapStream(stream[Symbol.asyncIterator](), sharedExecution(args));
+  // return() goes straight to the source, so an idle feed closes at once.
+  return mapAsyncIterator(stream[Symbol.asyncIterator](), sharedExecution(args));
 }
 
 export const sharedDelivery: Plugin<Context> = {

@@ -85,6 +85,8 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
     await source.return?.();
     return { done: true as const, value: undefined as never };
   };
+  // Hand-written, not a Repeater: graphql-ws may call return() before ever calling next(), and a
+  // Repeater that has not started would not pass that on; delivery must stop all the same.
   const silent: AsyncIterableIterator<never> = {
     next: () => delivered.then(() => ({ done: true as const, value: undefined as never })),
     return: stop,

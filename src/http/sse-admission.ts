@@ -5,27 +5,50 @@
  */
 import type { ExecutionArgs } from 'graphql';
 import { GraphQLError } from 'graphql';
-import { Repeater } from 'graphql-yoga';
 import type { Context } from '../schema/context.ts';
 import type { Admission, Release } from './admission.ts';
 import { unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
 
-/** Passes `source` on until it ends, its consumer stops, or `keyId` is revoked; then gives its place back. */
-function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions: Sessions, release: Release) {
-  return new Repeater<T>(async (push, stop) => {
-    const forget = sessions.track(keyId, () => stop(unauthenticated('This API key was revoked')));
-    void stop.then(() => source.return?.());
-    try {
-      for (let item = await source.next(); !item.done; item = await source.next()) await push(item.value);
-      stop();
-    } catch (err) {
-      stop(err);
-    } finally {
-      forget();
-      release();
-    }
+/**
+ * Passes `source` on until it ends, its consumer stops, or `keyId` is revoked; then gives its
+ * place back. Hand-written, not a Repeater: a client may go away before the first pull, and a
+ * Repeater that has not started would not hear of it (the place would never be given back).
+ */
+function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions: Sessions, release: Release): AsyncIterableIterator<T> {
+  let revoke: ((err: unknown) => void) | undefined;
+  const revoked = new Promise<never>((_, reject) => {
+    revoke = reject;
   });
+  revoked.catch(() => undefined);
+  const forget = sessions.track(keyId, () => {
+    revoke?.(unauthenticated('This API key was revoked'));
+    void source.return?.();
+  });
+  const finish = () => {
+    forget();
+    release();
+  };
+  return {
+    async next() {
+      try {
+        const item = await Promise.race([source.next(), revoked]);
+        if (item.done) finish();
+        return item;
+      } catch (err) {
+        finish();
+        throw err;
+      }
+    },
+    async return() {
+      finish();
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 type Stop = (result: never) => void;

@@ -82,5 +82,6 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
       open.clear();
     },
     stop: () => poller.stop(),
+    [Symbol.asyncDispose]: () => poller.stop(),
   };
 }

@@ -69,6 +69,25 @@ describe('subscription caps', () => {
     socket.close();
   });
 
+  test('an SSE subscription its client leaves at once gives its place back', async () => {
+    const api = await startTestServer({ RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT: '2', RUNPLANE_MAX_CONNECTIONS_PER_TENANT: '2' });
+    for (let i = 0; i < 6; i++) {
+      const left = subscribeSse(api.url, LEASE_CHANGED, { u: `gone-${i}` }, 'leaseChanged');
+      await waitFor(() => api.server.app.admission.usage('default').subscriptions > 0 || left.errors.length > 0, {
+        what: 'the subscription',
+      });
+      left.stop();
+      await waitFor(() => api.server.app.admission.usage('default').subscriptions === 0, { what: 'its place to be given back' });
+    }
+    const kept = [
+      subscribeSse(api.url, LEASE_CHANGED, { u: 'a' }, 'leaseChanged'),
+      subscribeSse(api.url, LEASE_CHANGED, { u: 'b' }, 'leaseChanged'),
+    ];
+    await waitFor(() => api.server.app.admission.usage('default').subscriptions === 2, { what: 'two places taken' });
+    expect(kept.flatMap((k) => k.errors)).toEqual([]);
+    for (const k of kept) k.stop();
+  });
+
   test('connections per tenant: a WebSocket past the cap is closed with 4429, an SSE stream refused with 429', async () => {
     const api = await startTestServer({ RUNPLANE_MAX_CONNECTIONS_PER_TENANT: '2' });
     const first = await rawSocket(api.url);
