@@ -6,7 +6,8 @@ import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
-import { EventConnection, eventCursor, seqOfCursor } from './event.ts';
+import { EventConnection } from './event.ts';
+import { eventPage } from './event-page.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, text } from './inputs.ts';
 import { firstEventsWanted } from './prefetch.ts';
@@ -53,58 +54,7 @@ export const RunRef = builder.objectRef<RunParent>('Run').implement({
         afterSeq: t.arg.int({ description: 'Only events after this seq.', validate: amount }),
         types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
       },
-      resolve: async (p, args, { tenant, stores, limits, response }) => {
-        if (args.first != null && args.last != null) throw badInput('events: pass first or last, not both');
-        for (const [name, value] of [
-          ['first', args.first],
-          ['last', args.last],
-        ] as const) {
-          if (value != null && (value < 0 || value > limits.maxPageSize)) {
-            throw badInput(`events.${name}: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
-          }
-        }
-        const after = Math.max(args.afterSeq ?? 0, seqOfCursor(args.after, 'events.after') ?? 0);
-        const before = seqOfCursor(args.before, 'events.before');
-        const forward = args.last == null;
-        const limit = (forward ? args.first : args.last) ?? DEFAULT_PAGE_SIZE;
-        const types = args.types ?? undefined;
-
-        let page: { events: RunEvent[]; more: boolean };
-        const prefetched = p.firstEvents;
-        if (
-          forward &&
-          prefetched &&
-          after === 0 &&
-          before === undefined &&
-          !types?.length &&
-          (limit <= prefetched.events.length || !prefetched.more)
-        ) {
-          page = { events: prefetched.events.slice(0, limit), more: prefetched.more || prefetched.events.length > limit };
-        } else {
-          page = await stores.events.page({
-            tenant,
-            runId: p.run.id,
-            after,
-            before,
-            limit,
-            forward,
-            types,
-            consistent: p.consistent,
-            budget: response,
-          });
-          if (!forward) page.events.reverse();
-        }
-        const edges = page.events.map((event) => ({ cursor: eventCursor(event.seq), node: event }));
-        return {
-          edges,
-          pageInfo: {
-            hasNextPage: forward ? page.more : before !== undefined,
-            hasPreviousPage: forward ? after > 0 : page.more,
-            startCursor: edges[0]?.cursor ?? null,
-            endCursor: edges.at(-1)?.cursor ?? null,
-          },
-        };
-      },
+      resolve: (p, args, context) => eventPage(p, args, context),
     }),
   }),
 });
