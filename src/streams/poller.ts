@@ -96,6 +96,11 @@ export class StreamPoller {
     });
   }
 
+  /** Read loops and discoveries under way (none once stop() has resolved). */
+  get busy() {
+    return this.running.size + (this.discovering ? 1 : 0);
+  }
+
   async stop() {
     this.abort.abort();
     while (this.running.size > 0 || this.discovering) {

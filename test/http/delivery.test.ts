@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -27,13 +27,6 @@ afterAll(async () => {
   await engine?.close();
 });
 
-async function newRun() {
-  const id = uniqueName('run');
-  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
-    input: { id, task: 't', budgetCap: 10 },
-  });
-  return id;
-}
 const append = (runId: string, type: string, payload: unknown) =>
   api.gql(`mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }`, { input: { runId, type, payload } });
 
@@ -70,7 +63,7 @@ async function rawSocket(url: string) {
 
 describe.skipIf(onlyEmbedded)('subscription delivery', () => {
   test('an event arriving while the socket is closing does not leave its feed behind', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 10 });
     const open = () => api.server.live.openSubscriptions;
     const before = open();
     const raw = await rawSocket(api.url);
@@ -91,7 +84,7 @@ describe.skipIf(onlyEmbedded)('subscription delivery', () => {
   });
 
   test('subscribers of one run asking differently each get their own shape; those asking alike the same', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 10 });
     const narrow = subscribeWs<Record<string, unknown>>(
       ws,
       'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq } }',
@@ -139,7 +132,7 @@ describe.skipIf(onlyEmbedded)('subscription delivery', () => {
   });
 
   test('DynamoDB failing while a subscriber catches up: a masked, retryable error, then the end', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 10 });
     await append(runId, 'a', null);
     using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError' });
     const sub = subscribeWs<Record<string, unknown>>(
@@ -159,7 +152,7 @@ describe.skipIf(onlyEmbedded)('subscription delivery', () => {
   });
 
   test('DynamoDB failing once a live subscription has started: a masked, retryable error, then the end', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 10 });
     // The run is found (first Query); finding where it ends, to go live from there, fails.
     using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', skip: 1 });
     const sub = subscribeWs<Record<string, unknown>>(

@@ -1,6 +1,8 @@
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
+import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
+import { newRun, OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let api: TestServer;
@@ -17,29 +19,21 @@ const CHARGE = `mutation($input: ChargeBudgetInput!) {
   }
 }`;
 
-async function newRun(budgetCap: number) {
-  const id = uniqueName('run');
-  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, { input: { id, task: 't', budgetCap } });
-  return id;
-}
 const charge = async (runId: string, amount: number) => (await api.gql(CHARGE, { input: { runId, amount } })).data?.chargeBudget;
 const ledger = async (runId: string) =>
-  (
-    await api.server.clients.doc.send(
-      new GetCommand({ TableName: api.table, Key: { pk: `default#run#${runId}`, sk: '#budget' }, ConsistentRead: true }),
-    )
-  ).Item;
+  (await api.server.clients.doc.send(new GetCommand({ TableName: api.table, Key: keys.budget(OPEN_TENANT, runId), ConsistentRead: true })))
+    .Item;
 
 describe('chargeBudget', () => {
   test('charges and returns the new ledger', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     expect(await charge(runId, 40)).toEqual({ __typename: 'Budget', runId, cap: 100, spent: 40, remaining: 60 });
     expect(await charge(runId, 60)).toMatchObject({ spent: 100, remaining: 0 });
     expect(await charge(runId, 0)).toMatchObject({ __typename: 'Budget', spent: 100 });
   });
 
   test('a charge past the cap is BudgetExceeded and changes nothing', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     await charge(runId, 90);
     const refused = await charge(runId, 11);
     expect(refused).toEqual({
@@ -61,7 +55,7 @@ describe('chargeBudget', () => {
   });
 
   test('50 concurrent charges of 30 against a cap of 1000 accept exactly 33; the ledger reads 990', async () => {
-    const runId = await newRun(1000);
+    const runId = await newRun(api, { budgetCap: 1000 });
     const results = await Promise.all(Array.from({ length: 50 }, () => charge(runId, 30)));
     expect(results.filter((r) => r.__typename === 'Budget')).toHaveLength(33);
     expect(results.filter((r) => r.__typename === 'BudgetExceeded')).toHaveLength(17);
@@ -72,7 +66,7 @@ describe('chargeBudget', () => {
     [-1, 'input.amount'],
     [1.5, 'Int cannot represent'],
   ])('amount %s is refused (%s)', async (amount, message) => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     const response = await api.gql(CHARGE, { input: { runId, amount } });
     expect(response.errors?.[0]?.message).toContain(message);
     expect(await ledger(runId)).toMatchObject({ spent: 0 });

@@ -1,6 +1,7 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { newRun, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let api: TestServer;
@@ -18,11 +19,6 @@ const APPEND = `mutation($input: AppendEventInput!) {
   }
 }`;
 
-async function newRun(budgetCap = 1000) {
-  const id = uniqueName('run');
-  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, { input: { id, task: 't', budgetCap } });
-  return id;
-}
 const append = async (input: Record<string, unknown>) => (await api.gql(APPEND, { input })).data?.appendEvent;
 
 /** Every row of the run's partition, read straight from the table. */
@@ -31,7 +27,7 @@ async function rows(runId: string) {
     new QueryCommand({
       TableName: api.table,
       KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+      ExpressionAttributeValues: { ':pk': runPartition(runId) },
       ConsistentRead: true,
     }),
   );
@@ -41,7 +37,7 @@ const eventRows = async (runId: string) => (await rows(runId)).filter((row) => S
 
 describe('appendEvent', () => {
   test('appends at the next seq, keeping the payload', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const first = await append({ runId, type: 'run.created', payload: { model: 'x', n: 1.5, list: [1, 'a', null], nested: { ok: true } } });
     expect(first).toMatchObject({
       __typename: 'Event',
@@ -57,7 +53,7 @@ describe('appendEvent', () => {
   });
 
   test('32 concurrent appends to one run get seqs exactly 1..32', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const results = await Promise.all(Array.from({ length: 32 }, (_, i) => append({ runId, type: 'step', payload: { i } })));
     expect(results.map((r) => r.seq).sort((a, b) => a - b)).toEqual(Array.from({ length: 32 }, (_, i) => i + 1));
     const stored = await eventRows(runId);
@@ -67,13 +63,13 @@ describe('appendEvent', () => {
   });
 
   test('an explicit seq goes exactly there', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append({ runId, type: 'a' });
     expect(await append({ runId, type: 'b', seq: 2 })).toMatchObject({ __typename: 'Event', seq: 2 });
   });
 
   test('an explicit seq that is taken is SequenceConflict carrying the last seq', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append({ runId, type: 'a' });
     await append({ runId, type: 'b' });
     const conflict = await append({ runId, type: 'late', seq: 1 });
@@ -82,7 +78,7 @@ describe('appendEvent', () => {
   });
 
   test('an explicit seq that would leave a gap is SequenceConflict, and nothing is written', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append({ runId, type: 'a' });
     const conflict = await append({ runId, type: 'far', seq: 5 });
     expect(conflict).toMatchObject({ __typename: 'SequenceConflict', seq: 5, lastSeq: 1 });
@@ -91,7 +87,7 @@ describe('appendEvent', () => {
   });
 
   test('two workers racing for one explicit seq: one wins, the other is told the last seq', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     for (let i = 0; i < 4; i++) await append({ runId, type: 'x' });
     const [a, b] = await Promise.all([append({ runId, type: 'A', seq: 5 }), append({ runId, type: 'B', seq: 5 })]);
     const kinds = [a.__typename, b.__typename].sort();
@@ -107,14 +103,14 @@ describe('appendEvent', () => {
   });
 
   test('with a cost: event and charge happen together', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     expect(await append({ runId, type: 'tool.called', cost: 60 })).toMatchObject({ __typename: 'Event', seq: 1 });
     const budget = (await rows(runId)).find((row) => row.sk === '#budget');
     expect(budget).toMatchObject({ cap: 100, spent: 60, remaining: 40 });
   });
 
   test('a cost the budget cannot cover leaves neither event nor charge', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     await append({ runId, type: 'first', cost: 70 });
     const refused = await append({ runId, type: 'too.expensive', cost: 31 });
     expect(refused).toMatchObject({ __typename: 'BudgetExceeded', runId, cap: 100, spent: 70, remaining: 30, requested: 31 });
@@ -134,7 +130,7 @@ describe('appendEvent', () => {
     [{ payload: 'x'.repeat(3000) }, 'input.payload'],
     [{ payload: JSON.parse(`${'['.repeat(30)}${']'.repeat(30)}`) }, 'input.payload'],
   ])('bad input %# is refused naming %s, and nothing is written', async (bad, field) => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const response = await api.gql(APPEND, { input: { runId, type: 'ok', ...bad } });
     expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
     expect(response.errors?.[0]?.message).toContain(field);
@@ -143,10 +139,10 @@ describe('appendEvent', () => {
 
   test('numbers DynamoDB cannot store (1e400 parses to Infinity, 5e-324, 1e200) are refused naming the payload', async () => {
     for (const n of [5e-324, 1e200]) {
-      const refused = await api.gql(APPEND, { input: { runId: await newRun(), type: 'x', payload: { n } } });
+      const refused = await api.gql(APPEND, { input: { runId: await newRun(api), type: 'x', payload: { n } } });
       expect(refused.errors?.[0]?.message).toMatch(/input.payload: must only hold numbers DynamoDB can store/);
     }
-    const runId = await newRun();
+    const runId = await newRun(api);
     const response = await fetch(api.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -159,7 +155,7 @@ describe('appendEvent', () => {
   });
 
   test('a type filter reads wide pages: a type that never matches costs few requests', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     for (let i = 0; i < 120; i++) await append({ runId, type: 'common' });
     const before = api.requests.length;
     const { data } = await api.gql(`query($id: ID!) { run(id: $id) { events(first: 1, types: ["rare"]) { edges { cursor } } } }`, {
@@ -170,7 +166,7 @@ describe('appendEvent', () => {
   });
 
   test('numbers beyond 2^53 in a payload read back as JSON would parse them', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append({ runId, type: 'big', payload: { n: 1e20 } });
     const { data } = await api.gql(`query($id: ID!) { run(id: $id) { events { edges { node { payload } } } } }`, { id: runId });
     expect(data.run.events.edges[0].node.payload).toEqual({ n: 1e20 });

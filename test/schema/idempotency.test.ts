@@ -1,6 +1,7 @@
 import { GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { newRun, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let api: TestServer;
@@ -33,18 +34,13 @@ const CHARGE = `mutation($input: ChargeBudgetInput!) {
   }
 }`;
 
-async function newRun(budgetCap = 1000) {
-  const id = uniqueName('run');
-  await api.gql(CREATE, { input: { id, task: 't', budgetCap } });
-  return id;
-}
 const rows = async (runId: string) =>
   (
     await api.server.clients.doc.send(
       new QueryCommand({
         TableName: api.table,
         KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+        ExpressionAttributeValues: { ':pk': runPartition(runId) },
         ConsistentRead: true,
       }),
     )
@@ -55,7 +51,7 @@ const fiveAtOnce = <T>(request: () => Promise<T>) => Promise.all(Array.from({ le
 
 describe('5 concurrent retries with one idempotency key apply exactly one effect and all return the same result', () => {
   test('appendEvent', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const key = uniqueName('key');
     const results = await fiveAtOnce(
       async () =>
@@ -72,7 +68,7 @@ describe('5 concurrent retries with one idempotency key apply exactly one effect
   });
 
   test('appendEvent with a cost: one event, one charge', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     const key = uniqueName('key');
     const results = await fiveAtOnce(
       async () => (await api.gql(APPEND, { input: { runId, type: 'paid', cost: 30, idempotencyKey: key } })).data.appendEvent,
@@ -83,7 +79,7 @@ describe('5 concurrent retries with one idempotency key apply exactly one effect
   });
 
   test('chargeBudget', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     const key = uniqueName('key');
     const results = await fiveAtOnce(
       async () => (await api.gql(CHARGE, { input: { runId, amount: 40, idempotencyKey: key } })).data.chargeBudget,
@@ -107,7 +103,7 @@ describe('5 concurrent retries with one idempotency key apply exactly one effect
   });
 
   test('transitionRun, acquireLease, renewLease and releaseLease return their first result again', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const transition = async (key: string) =>
       (
         await api.gql(
@@ -151,7 +147,7 @@ describe('5 concurrent retries with one idempotency key apply exactly one effect
 
 describe('the same key with a different request', () => {
   test('is refused with IdempotencyConflict and changes nothing', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     const key = uniqueName('key');
     await api.gql(APPEND, { input: { runId, type: 'first', idempotencyKey: key } });
     const refused = (await api.gql(APPEND, { input: { runId, type: 'first', payload: { changed: true }, idempotencyKey: key } })).data
@@ -165,7 +161,7 @@ describe('the same key with a different request', () => {
   });
 
   test('a refused first request leaves the key free: its retry is judged again', async () => {
-    const runId = await newRun(10);
+    const runId = await newRun(api, { budgetCap: 10 });
     const key = uniqueName('key');
     expect((await api.gql(CHARGE, { input: { runId, amount: 11, idempotencyKey: key } })).data.chargeBudget.__typename).toBe(
       'BudgetExceeded',
@@ -177,7 +173,7 @@ describe('the same key with a different request', () => {
   });
 
   test('a malformed key is refused naming it', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const response = await api.gql(APPEND, { input: { runId, type: 'x', idempotencyKey: 'has#hash' } });
     expect(response.errors?.[0]?.message).toContain('input.idempotencyKey');
     expect(await events(runId)).toEqual([]);
@@ -185,7 +181,7 @@ describe('the same key with a different request', () => {
 });
 
 test('an expired idempotency record not yet deleted by TTL counts as absent', async () => {
-  const runId = await newRun();
+  const runId = await newRun(api);
   const key = uniqueName('key');
   // As DynamoDB leaves it: expired an hour ago, still in the table.
   await api.server.clients.doc.send(

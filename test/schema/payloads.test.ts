@@ -3,7 +3,7 @@
  * keys JavaScript treats specially included, alone and inside concurrent (group-committed) batches.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import { uniqueName } from '../support/aws.ts';
+import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
 
@@ -31,14 +31,6 @@ beforeAll(async () => {
   api = await startTestServer();
 });
 
-async function newRun() {
-  const id = uniqueName('run');
-  await api.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id, task: 't', budgetCap: 1000 },
-  });
-  return id;
-}
-
 async function storedPayloads(runId: string) {
   const read = await api.gql(EVENTS, { id: runId });
   return (read.data.run.events.edges as { node: { seq: number; payload: unknown } }[]).map((e) => e.node.payload);
@@ -46,7 +38,7 @@ async function storedPayloads(runId: string) {
 
 describe('tricky keys', () => {
   test('are stored and read back faithfully, from variables, from a subscription and from an idempotent retry', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const ws = wsClient(api.url);
     const sub = subscribeWs<{ seq: number; payload: unknown }>(
       ws,
@@ -67,7 +59,7 @@ describe('tricky keys', () => {
   });
 
   test('written as GraphQL literals, they are stored as written', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const written = await api.gql(
       `mutation { appendEvent(input: { runId: "${runId}", type: "t", payload: { constructor: { name: "Set" }, toString: [1, 2] } }) { __typename } }`,
     );
@@ -76,7 +68,7 @@ describe('tricky keys', () => {
   });
 
   test('__proto__ is refused naming the field and the rule, and nothing is written', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const body = `{"query":${JSON.stringify(APPEND)},"variables":{"input":{"runId":"${runId}","type":"t","payload":{"a":[{"__proto__":{"polluted":true}}]}}}}`;
     const response = await fetch(api.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const refused = (await response.json()) as { errors?: { message: string; extensions?: { code?: string } }[] };
@@ -94,7 +86,7 @@ describe('values JSON cannot hold', () => {
     ['a number too large for a double', '{ x: 1e400 }', /numbers DynamoDB can store/],
     ['a variable not given', '{ x: $missing }', /\$missing/],
   ])('%s is refused, not stored as nothing', async (_, literal, message) => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const response = await api.gql(
       `mutation${literal.includes('$missing') ? '($missing: Int)' : ''} { appendEvent(input: { runId: "${runId}", type: "t", payload: ${literal} }) { __typename } }`,
     );
@@ -106,7 +98,7 @@ describe('values JSON cannot hold', () => {
 
 describe('in a concurrent batch', () => {
   test('30 appends at once, one with each tricky key and one refused: every good one is written once, the bad one alone fails', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const payloads: unknown[] = Array.from({ length: 30 }, (_, i) => ({ i }));
     TRICKY.forEach((tricky, i) => {
       payloads[3 * i + 1] = { i: 3 * i + 1, tricky };

@@ -10,6 +10,7 @@ import { tableDefinition } from '../../src/table/definition.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { dynamoClient, uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { newRun, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -25,18 +26,13 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
     await engine.close();
   });
 
-  async function newRun(budgetCap = 100) {
-    const id = uniqueName('run');
-    await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, { input: { id, task: 't', budgetCap } });
-    return id;
-  }
   const rows = async (runId: string) =>
     (
       await api.server.clients.doc.send(
         new QueryCommand({
           TableName: api.table,
           KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+          ExpressionAttributeValues: { ':pk': runPartition(runId) },
           ConsistentRead: true,
         }),
       )
@@ -66,7 +62,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
 
   describe('a response lost after the write was applied (the SDK resends it)', () => {
     test('an append is stored once, at the seq its writer is told', async () => {
-      const runId = await newRun();
+      const runId = await newRun(api, { budgetCap: 100 });
       using _ = engine.faults.inject({ operations: ['PutItem'], error: 'InternalServerError', after: true, times: 1 });
       const { data } = await api.gql(
         `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`,
@@ -79,7 +75,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
     });
 
     test('a charge is applied once', async () => {
-      const runId = await newRun(100);
+      const runId = await newRun(api, { budgetCap: 100 });
       using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'InternalServerError', after: true, times: 1 });
       const { data } = await api.gql(
         `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename ... on Budget { spent } } }`,
@@ -92,7 +88,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
     });
 
     test('a transition reports success, not a conflict with itself', async () => {
-      const runId = await newRun();
+      const runId = await newRun(api, { budgetCap: 100 });
       using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'InternalServerError', after: true, times: 1 });
       const { data } = await api.gql(
         `mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename ... on Run { status version } } }`,
@@ -106,7 +102,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
 
   describe('transaction conflicts are retried', () => {
     test('an append with a cost goes through after conflicts', async () => {
-      const runId = await newRun(100);
+      const runId = await newRun(api, { budgetCap: 100 });
       using conflict = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'TransactionConflictException', times: 2 });
       const { data } = await api.gql(
         `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`,
@@ -120,7 +116,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
     });
 
     test('a charge goes through after conflicts', async () => {
-      const runId = await newRun(100);
+      const runId = await newRun(api, { budgetCap: 100 });
       using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'TransactionConflictException', times: 2 });
       const { data } = await api.gql(
         `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename ... on Budget { spent } } }`,
@@ -133,7 +129,7 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
   });
 
   test('a run whose first page passes 1 MB still reports every event', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 100 });
     const payload = { blob: 'x'.repeat(60_000) };
     for (let i = 0; i < 20; i++) {
       await api.gql(`mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }`, {

@@ -1,7 +1,9 @@
 /** Optimistic concurrency on runs, their listing, and TTL of finished runs. */
+
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { runPartition } from '../support/runs.ts';
 import { type GraphQLResponse, startTestServer, type TestServer } from '../support/server.ts';
 
 interface RunsPage {
@@ -53,7 +55,7 @@ describe('finished runs expire', () => {
   const row = async (runId: string, sk: string) =>
     (
       await api.server.clients.doc.send(
-        new GetCommand({ TableName: api.table, Key: { pk: `default#run#${runId}`, sk }, ConsistentRead: true }),
+        new GetCommand({ TableName: api.table, Key: { pk: runPartition(runId), sk }, ConsistentRead: true }),
       )
     ).Item;
 
@@ -71,7 +73,7 @@ describe('finished runs expire', () => {
       new QueryCommand({
         TableName: api.table,
         KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': `default#run#${run.id}` },
+        ExpressionAttributeValues: { ':pk': runPartition(run.id) },
         ConsistentRead: true,
       }),
     );
@@ -87,7 +89,7 @@ describe('finished runs expire', () => {
       await api.server.clients.doc.send(
         new UpdateCommand({
           TableName: api.table,
-          Key: { pk: `default#run#${run.id}`, sk },
+          Key: { pk: runPartition(run.id), sk },
           UpdateExpression: 'SET expiresAt = :past',
           ExpressionAttributeValues: { ':past': past },
         }),

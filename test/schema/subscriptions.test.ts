@@ -1,7 +1,9 @@
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
+import { newRun, OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -26,11 +28,6 @@ interface Ev {
   payload: unknown;
 }
 
-async function newRun(budgetCap = 1000) {
-  const id = uniqueName('run');
-  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, { input: { id, task: 't', budgetCap } });
-  return id;
-}
 const append = async (runId: string, type = 'step', payload: unknown = null) =>
   (await api.gql(APPEND, { input: { runId, type, payload } })).data.appendEvent;
 const seqs = (events: Ev[]) => events.map((e) => e.seq);
@@ -42,8 +39,7 @@ async function writeDirectly(runId: string, seq: number, type: string) {
     new PutCommand({
       TableName: api.table,
       Item: {
-        pk: `default#run#${runId}`,
-        sk: `evt#${String(seq).padStart(10, '0')}`,
+        ...keys.event(OPEN_TENANT, runId, seq),
         runId,
         seq,
         type,
@@ -57,7 +53,7 @@ async function writeDirectly(runId: string, seq: number, type: string) {
 
 describe('runEvents over graphql-ws', () => {
   test('an event row written straight into the table with the SDK reaches a subscriber', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append(runId);
     const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 1 }, 'runEvents');
     await append(runId);
@@ -73,7 +69,7 @@ describe('runEvents over graphql-ws', () => {
   });
 
   test('afterSeq: 0 while 100 concurrent appends land: 1..100 exactly once, in order', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
     // The appends race the subscription's replay of the table: the join must hold either way.
     await Promise.all(range(1, 100).map((i) => append(runId, 'step', { i })));
@@ -86,7 +82,7 @@ describe('runEvents over graphql-ws', () => {
   });
 
   test('a subscriber that disconnects and resumes with its last seq gets exactly what it missed, then live', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const first = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
     for (let i = 0; i < 3; i++) await append(runId);
     const seen = await first.until(3);
@@ -111,7 +107,7 @@ describe('runEvents over graphql-ws', () => {
   });
 
   test('types: only those types, still in seq order', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0, types: ['tool.called'] }, 'runEvents');
     for (const type of ['model.responded', 'tool.called', 'model.responded', 'tool.called']) await append(runId, type);
     const got = await sub.until(2);
@@ -134,7 +130,7 @@ describe('runEvents over graphql-ws', () => {
 
   test('a second replica on the same table: its appends reach this replica only through the stream', async () => {
     const replica = await startTestServer({ table: api.table });
-    const runId = await newRun();
+    const runId = await newRun(api);
     const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
     for (let i = 0; i < 3; i++) await replica.gql(APPEND, { input: { runId, type: 'from.replica' } });
     expect(seqs(await sub.until(3))).toEqual([1, 2, 3]);
@@ -144,7 +140,7 @@ describe('runEvents over graphql-ws', () => {
 
 describe('runEvents over SSE', () => {
   test('history then live, over one HTTP response', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api);
     await append(runId, 'before');
     const sub = subscribeSse<Ev>(api.url, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
     await sub.until(1);
@@ -170,7 +166,7 @@ describe('runChanged and leaseChanged', () => {
   }
 
   test('the current state, then states after status and budget changes, only moving forward', async () => {
-    const runId = await newRun(100);
+    const runId = await newRun(api, { budgetCap: 100 });
     const sub = subscribeWs<RunState>(ws, RUN_CHANGED, { runId }, 'runChanged');
     const sse = subscribeSse<RunState>(api.url, RUN_CHANGED, { runId }, 'runChanged');
     for (const feed of [sub, sse])

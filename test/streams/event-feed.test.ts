@@ -1,11 +1,13 @@
 /** The ordered event feed on its own, over a real table: slow consumers, out-of-order writers, real gaps. */
+
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { RunEvent } from '../../src/domain/run.ts';
 import { topics } from '../../src/streams/changes.ts';
 import { eventFeed } from '../../src/streams/event-feed.ts';
 import { Hub } from '../../src/streams/hub.ts';
-import { uniqueName } from '../support/aws.ts';
+import { keys } from '../../src/table/keys.ts';
+import { newRun, OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -14,17 +16,12 @@ beforeAll(async () => {
   api = await startTestServer();
 });
 
-async function newRun() {
-  const id = uniqueName('run');
-  await api.gql(`mutation { createRun(input: { id: "${id}", task: "t", budgetCap: 1 }) { __typename } }`);
-  return id;
-}
 /** An event row written straight into the table, as a writer that bypasses the API would. */
 const write = (runId: string, seq: number) =>
   api.server.clients.doc.send(
     new PutCommand({
       TableName: api.table,
-      Item: { pk: `default#run#${runId}`, sk: `evt#${String(seq).padStart(10, '0')}`, seq, type: 'direct' },
+      Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type: 'direct' },
     }),
   );
 /** Pulls everything the feed gives until `count`, slowly if asked. */
@@ -45,7 +42,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 describe('the event feed', () => {
   test('a consumer slower than its queue gets every event, in order, however small the queue', async () => {
     for (const capacity of [1, 2, 3]) {
-      const runId = await newRun();
+      const runId = await newRun(api, { budgetCap: 1 });
       for (let i = 1; i <= 10; i++) await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "x" }) { __typename } }`);
       const feed = eventFeed({
         hub: api.server.live.hub,
@@ -60,7 +57,7 @@ describe('the event feed', () => {
   });
 
   test('a writer that bypasses the API and writes out of order: the late seq is still handed out in its place', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 1 });
     const feed = eventFeed({ hub: api.server.live.hub, events: api.server.stores.events, tenant: 'default', runId, afterSeq: 0 });
     const got = take(feed, 4);
     await write(runId, 1);
@@ -73,7 +70,7 @@ describe('the event feed', () => {
   });
 
   test('a real gap (a seq never written) is stepped over after the wait, and nothing after it is lost', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 1 });
     const feed = eventFeed({
       hub: api.server.live.hub,
       events: api.server.stores.events,
@@ -110,7 +107,7 @@ describe('the event feed', () => {
 
 describe('subscriptions and their clients', () => {
   test('an SSE request dropped while its subscription starts leaves no listener behind', async () => {
-    const runId = await newRun();
+    const runId = await newRun(api, { budgetCap: 1 });
     const before = api.server.live.hub.subscriberCount;
     for (let i = 0; i < 20; i++) {
       const abort = new AbortController();

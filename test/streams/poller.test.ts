@@ -3,6 +3,7 @@
  * engine. Events are written straight into the table, so they reach the subscriber only
  * through the stream (or a fill from the table after the poller says it lost its place).
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,8 +12,10 @@ import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { type Engine, startEngine } from '../../src/engine/index.ts';
+import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer } from '../support/server.ts';
 import { type Collected, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -56,7 +59,7 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
       await api.server.clients.doc.send(
         new PutCommand({
           TableName: api.table,
-          Item: { pk: `default#run#${runId}`, sk: `evt#${String(seq).padStart(10, '0')}`, seq, type, createdAt: new Date().toISOString() },
+          Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type, createdAt: new Date().toISOString() },
         }),
       );
     };
@@ -159,7 +162,8 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
     const before = poller.getRecordsCalls;
     const started = performance.now();
     await writeRange(1, 100);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // Measured over however long it takes to make 5 calls (at 5 a second, about a second).
+    await waitFor(() => poller.getRecordsCalls - before >= 5, { timeoutMs: 30_000, what: 'five GetRecords' });
     const seconds = (performance.now() - started) / 1000;
     const calls = poller.getRecordsCalls - before;
     // One shard is open: at most 5 a second, plus the one in flight when measuring began.
@@ -170,8 +174,10 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
   test('stops cleanly: no GetRecords after stop()', async () => {
     const { api, poller } = await setUp();
     await api.server.stop();
+    // Nothing of it runs any more, so nothing can call GetRecords again.
+    expect(poller.busy).toBe(0);
     const after = poller.getRecordsCalls;
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await api.server.live.poller.stop();
     expect(poller.getRecordsCalls).toBe(after);
   });
 });
@@ -195,7 +201,7 @@ describe.skipIf(onlyEmbedded)('the endpoint vanishing and returning', () => {
         api.server.clients.doc.send(
           new PutCommand({
             TableName: api.table,
-            Item: { pk: `default#run#${runId}`, sk: `evt#${String(seq).padStart(10, '0')}`, seq, type: 'direct' },
+            Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type: 'direct' },
           }),
         );
       await write(1);
