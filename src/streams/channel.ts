@@ -1,4 +1,5 @@
 /** A bounded async queue between a feed (pushing) and a subscription (pulling). */
+import { Pullable } from './pullable.ts';
 import type { SendBudget } from './send-budget.ts';
 
 export interface ChannelOptions<T> {
@@ -13,7 +14,7 @@ export interface ChannelOptions<T> {
   onClose?: () => void;
 }
 
-export class Channel<T> implements AsyncIterableIterator<T> {
+export class Channel<T> extends Pullable<T> {
   private readonly queue: T[] = [];
   /** The size each queued item holds in the budget. */
   private readonly sizes: number[] = [];
@@ -21,31 +22,27 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private handed = 0;
   /** The size of the push last refused: the feed is told once that much fits again. */
   private refusedSize = 0;
-  private waiter: ((result: IteratorResult<T>) => void) | undefined;
-  private failWaiter: ((err: unknown) => void) | undefined;
-  private done = false;
-  private failure: unknown;
   private wasFull = false;
   private ending = false;
   private cancelRoomWait: (() => void) | undefined;
 
-  constructor(private readonly options: ChannelOptions<T>) {}
+  constructor(private readonly options: ChannelOptions<T>) {
+    super(options.onClose);
+  }
 
   /** @returns false when the channel (or the connection's budget) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
     const size = this.options.budget ? (this.options.sizeOf?.(item) ?? 0) : 0;
-    if ((!this.waiter && this.queue.length >= this.options.capacity) || (this.options.budget && !this.options.budget.tryHold(size))) {
+    if ((!this.waiting && this.queue.length >= this.options.capacity) || (this.options.budget && !this.options.budget.tryHold(size))) {
       this.wasFull = true;
       this.refusedSize = size;
       this.drained();
       return false;
     }
-    if (this.waiter) {
-      const resolve = this.waiter;
-      this.waiter = this.failWaiter = undefined;
+    if (this.waiting) {
       this.handed = size;
-      resolve({ value: item, done: false });
+      this.hand(item);
       return true;
     }
     this.queue.push(item);
@@ -71,47 +68,19 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     this.ending = true;
   }
 
-  /** Ends the stream with an error for the consumer. */
-  fail(err: unknown) {
-    if (this.done) return;
-    this.failure = err;
-    if (this.failWaiter) {
-      const reject = this.failWaiter;
-      this.waiter = this.failWaiter = undefined;
-      reject(err);
-      this.close();
-    }
-  }
-
-  next(): Promise<IteratorResult<T>> {
+  /** A next() gets the oldest queued item (what it held in the budget is released at the next next()). */
+  protected take(): IteratorResult<T> | undefined {
     this.releaseHanded();
-    if (this.queue.length > 0) {
-      const item = this.queue.shift() as T;
-      this.handed = this.sizes.shift() ?? 0;
-      if (this.ending && this.queue.length === 0) queueMicrotask(() => this.close());
-      this.drained();
-      return Promise.resolve({ value: item, done: false });
-    }
-    if (this.failure !== undefined) {
-      const err = this.failure;
-      this.close();
-      return Promise.reject(err);
-    }
-    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    if (this.queue.length === 0) return undefined;
+    const item = this.queue.shift() as T;
+    this.handed = this.sizes.shift() ?? 0;
+    if (this.ending && this.queue.length === 0) queueMicrotask(() => this.close());
     this.drained();
-    return new Promise((resolve, reject) => {
-      this.waiter = resolve;
-      this.failWaiter = reject;
-    });
+    return { value: item, done: false };
   }
 
-  return(): Promise<IteratorResult<T>> {
-    this.close();
-    return Promise.resolve({ value: undefined, done: true });
-  }
-
-  [Symbol.asyncIterator]() {
-    return this;
+  protected override waited() {
+    this.drained();
   }
 
   /**
@@ -144,17 +113,11 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     this.options.budget?.release(size);
   }
 
-  private close() {
-    if (this.done) return;
-    this.done = true;
+  protected cleanUp() {
     this.queue.length = 0;
     this.releaseHanded();
     for (const size of this.sizes.splice(0)) this.options.budget?.release(size);
     this.cancelRoomWait?.();
     this.cancelRoomWait = undefined;
-    const waiter = this.waiter;
-    this.waiter = this.failWaiter = undefined;
-    waiter?.({ value: undefined, done: true });
-    this.options.onClose?.();
   }
 }

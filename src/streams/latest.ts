@@ -4,6 +4,7 @@
  * nothing is handed over (the subscriber gets the newest state once there is room), so a
  * client that stops reading holds one state here however often the state changes.
  */
+import { Pullable } from './pullable.ts';
 import type { SendBudget } from './send-budget.ts';
 
 export interface LatestOptions {
@@ -12,16 +13,14 @@ export interface LatestOptions {
   onClose?: () => void;
 }
 
-export class Latest<T> implements AsyncIterableIterator<T> {
+export class Latest<T> extends Pullable<T> {
   private newest: { value: T } | undefined;
-  private waiter: ((result: IteratorResult<T>) => void) | undefined;
-  private failWaiter: ((err: unknown) => void) | undefined;
   private cancelRoomWait: (() => void) | undefined;
-  private failure: unknown;
-  private done = false;
   private ending = false;
 
-  constructor(private readonly options: LatestOptions = {}) {}
+  constructor(private readonly options: LatestOptions = {}) {
+    super(options.onClose);
+  }
 
   push(value: T) {
     if (this.done) return;
@@ -35,43 +34,17 @@ export class Latest<T> implements AsyncIterableIterator<T> {
     this.ending = true;
   }
 
-  fail(err: unknown) {
-    if (this.done) return;
-    this.failure = err;
-    if (this.failWaiter) {
-      const reject = this.failWaiter;
-      this.waiter = this.failWaiter = undefined;
-      reject(err);
-      this.close();
-    }
+  /** A next() waits for the newest state, handed over once the budget has room. */
+  protected take() {
+    return undefined;
   }
 
-  next(): Promise<IteratorResult<T>> {
-    if (this.failure !== undefined) {
-      const err = this.failure;
-      this.close();
-      return Promise.reject(err);
-    }
-    if (this.done) return Promise.resolve({ value: undefined, done: true });
-    const promise = new Promise<IteratorResult<T>>((resolve, reject) => {
-      this.waiter = resolve;
-      this.failWaiter = reject;
-    });
+  protected override waited() {
     this.handOver();
-    return promise;
-  }
-
-  return(): Promise<IteratorResult<T>> {
-    this.close();
-    return Promise.resolve({ value: undefined, done: true });
-  }
-
-  [Symbol.asyncIterator]() {
-    return this;
   }
 
   private handOver() {
-    if (!this.waiter || !this.newest || this.cancelRoomWait) return;
+    if (!this.waiting || !this.newest || this.cancelRoomWait) return;
     if (this.options.budget?.full) {
       this.cancelRoomWait = this.options.budget.whenRoom(1, () => {
         this.cancelRoomWait = undefined;
@@ -80,21 +53,14 @@ export class Latest<T> implements AsyncIterableIterator<T> {
       return;
     }
     const { value } = this.newest;
-    const resolve = this.waiter;
-    this.newest = this.waiter = this.failWaiter = undefined;
-    resolve({ value, done: false });
+    this.newest = undefined;
+    this.hand(value);
     if (this.ending) queueMicrotask(() => this.close());
   }
 
-  private close() {
-    if (this.done) return;
-    this.done = true;
+  protected cleanUp() {
     this.newest = undefined;
     this.cancelRoomWait?.();
     this.cancelRoomWait = undefined;
-    const waiter = this.waiter;
-    this.waiter = this.failWaiter = undefined;
-    waiter?.({ value: undefined, done: true });
-    this.options.onClose?.();
   }
 }

@@ -1,0 +1,81 @@
+/**
+ * What the feeds' queues share on the consumer's side: one pending next() at a time, ended or
+ * failed once, `onClose` called once. Subclasses decide what a next() gets (`take`) and what
+ * else closing releases (`cleanUp`).
+ */
+export abstract class Pullable<T> implements AsyncIterableIterator<T> {
+  private waiter: ((result: IteratorResult<T>) => void) | undefined;
+  private failWaiter: ((err: unknown) => void) | undefined;
+  private failure: unknown;
+  protected done = false;
+
+  constructor(private readonly onClose?: () => void) {}
+
+  /** What a next() gets now, if anything (undefined: it waits). */
+  protected abstract take(): IteratorResult<T> | undefined;
+  /** Releases what the subclass holds when the stream closes. */
+  protected abstract cleanUp(): void;
+
+  /** Whether a consumer is waiting in next(). */
+  protected get waiting() {
+    return this.waiter !== undefined;
+  }
+
+  /** Hands `value` to the waiting consumer. */
+  protected hand(value: T) {
+    const resolve = this.waiter;
+    this.waiter = this.failWaiter = undefined;
+    resolve?.({ value, done: false });
+  }
+
+  /** Ends the stream with an error for the consumer. */
+  fail(err: unknown) {
+    if (this.done) return;
+    this.failure = err;
+    if (this.failWaiter) {
+      const reject = this.failWaiter;
+      this.waiter = this.failWaiter = undefined;
+      reject(err);
+      this.close();
+    }
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    const taken = this.take();
+    if (taken) return Promise.resolve(taken);
+    if (this.failure !== undefined) {
+      const err = this.failure;
+      this.close();
+      return Promise.reject(err);
+    }
+    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    const waited = new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.waiter = resolve;
+      this.failWaiter = reject;
+    });
+    this.waited();
+    return waited;
+  }
+
+  /** A consumer began to wait (a subclass may hand it something at once). */
+  protected waited() {}
+
+  return(): Promise<IteratorResult<T>> {
+    this.close();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  protected close() {
+    if (this.done) return;
+    this.done = true;
+    this.cleanUp();
+    const waiter = this.waiter;
+    this.waiter = this.failWaiter = undefined;
+    waiter?.({ value: undefined, done: true });
+    this.onClose?.();
+  }
+}
