@@ -14,10 +14,10 @@
  */
 import { EventEmitter } from 'node:events';
 import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type _Record, type DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
+import { type _Record, type DynamoDBStreamsClient, GetRecordsCommand } from '@aws-sdk/client-dynamodb-streams';
 import { delayFor, sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
-import { listShards, newShard, type ShardReader } from './shards.ts';
+import { listShards, openIterator, reconcileShards, type ShardReader } from './shards.ts';
 
 export interface PollerOptions {
   streams: DynamoDBStreamsClient;
@@ -153,22 +153,8 @@ export class StreamPoller {
       }
       this.streamArn = arn;
     }
-    const seen = new Set<string>();
-    for (const shard of await listShards(this.options.streams, arn, this.abort.signal)) {
-      const id = shard.ShardId as string;
-      seen.add(id);
-      if (!this.shards.has(id)) this.shards.set(id, newShard(shard, initial));
-    }
-    for (const [id, shard] of this.shards) {
-      if (seen.has(id)) continue;
-      // Gone from the stream: drained ones were trimmed away; anything else was lost with it.
-      this.shards.delete(id);
-      if (shard.state !== 'drained') this.options.onLost(`shard ${id} vanished from the stream`);
-    }
-    for (const shard of this.shards.values()) {
-      const parent = shard.parentId ? this.shards.get(shard.parentId) : undefined;
-      if (shard.state === 'waiting' && (!parent || parent.state === 'drained')) shard.state = 'reading';
-      if (shard.state !== 'reading') continue;
+    const listed = await listShards(this.options.streams, arn, this.abort.signal);
+    for (const shard of reconcileShards(this.shards, listed, initial, this.options.onLost)) {
       // At start, pin the position now: every record after start() returns is seen.
       if (initial && !shard.iterator) shard.iterator = await this.openIterator(shard);
       this.read(shard);
@@ -285,19 +271,8 @@ export class StreamPoller {
     return 'continue';
   }
 
-  private async openIterator(shard: ShardReader) {
-    const after = shard.lastSeq !== undefined;
-    const { ShardIterator } = await this.options.streams.send(
-      new GetShardIteratorCommand({
-        StreamArn: this.streamArn,
-        ShardId: shard.id,
-        ShardIteratorType: after ? 'AFTER_SEQUENCE_NUMBER' : shard.start,
-        SequenceNumber: shard.lastSeq,
-      }),
-      { abortSignal: this.abort.signal },
-    );
-    if (!ShardIterator) throw new Error(`no iterator for ${shard.id}`);
-    return ShardIterator;
+  private openIterator(shard: ShardReader) {
+    return openIterator(this.options.streams, this.streamArn as string, shard, this.abort.signal);
   }
 
   /** Exponential back-off with full jitter, at least the shard's poll interval. */

@@ -1,5 +1,11 @@
 /** The shards of a table's stream, as the poller keeps them: lineage, position, pace and failures. */
-import { DescribeStreamCommand, type DynamoDBStreamsClient, type Shard, type ShardIteratorType } from '@aws-sdk/client-dynamodb-streams';
+import {
+  DescribeStreamCommand,
+  type DynamoDBStreamsClient,
+  GetShardIteratorCommand,
+  type Shard,
+  type ShardIteratorType,
+} from '@aws-sdk/client-dynamodb-streams';
 
 export interface ShardReader {
   id: string;
@@ -58,4 +64,47 @@ export async function listShards(streams: DynamoDBStreamsClient, streamArn: stri
     exclusiveStart = StreamDescription?.LastEvaluatedShardId;
   } while (exclusiveStart);
   return shards;
+}
+
+/**
+ * Takes the stream's current list into `known`: new shards added, vanished ones dropped
+ * (telling `onLost` of any not read to its end), a waiting child started once its parent is
+ * drained. @returns the shards to read now
+ */
+export function reconcileShards(known: Map<string, ShardReader>, listed: Shard[], initial: boolean, onLost: (reason: string) => void) {
+  const seen = new Set<string>();
+  for (const shard of listed) {
+    const id = shard.ShardId as string;
+    seen.add(id);
+    if (!known.has(id)) known.set(id, newShard(shard, initial));
+  }
+  for (const [id, shard] of known) {
+    if (seen.has(id)) continue;
+    // Gone from the stream: drained ones were trimmed away; anything else was lost with it.
+    known.delete(id);
+    if (shard.state !== 'drained') onLost(`shard ${id} vanished from the stream`);
+  }
+  const reading: ShardReader[] = [];
+  for (const shard of known.values()) {
+    const parent = shard.parentId ? known.get(shard.parentId) : undefined;
+    if (shard.state === 'waiting' && (!parent || parent.state === 'drained')) shard.state = 'reading';
+    if (shard.state === 'reading') reading.push(shard);
+  }
+  return reading;
+}
+
+/** An iterator on the shard: after the last record handed on, or at its `start` when there is none. */
+export async function openIterator(streams: DynamoDBStreamsClient, streamArn: string, shard: ShardReader, signal: AbortSignal) {
+  const after = shard.lastSeq !== undefined;
+  const { ShardIterator } = await streams.send(
+    new GetShardIteratorCommand({
+      StreamArn: streamArn,
+      ShardId: shard.id,
+      ShardIteratorType: after ? 'AFTER_SEQUENCE_NUMBER' : shard.start,
+      SequenceNumber: shard.lastSeq,
+    }),
+    { abortSignal: signal },
+  );
+  if (!ShardIterator) throw new Error(`no iterator for ${shard.id}`);
+  return ShardIterator;
 }
