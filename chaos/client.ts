@@ -2,6 +2,7 @@
  * The harness's GraphQL client: one request with a deadline, its failure sorted into
  * "may retry" (the server could not answer, or said so) or not.
  */
+import { retryableCodes } from '../src/schema/error-codes.ts';
 import type { History } from './history.ts';
 
 export interface Answer {
@@ -11,8 +12,6 @@ export interface Answer {
   /** Whether asking again may help (no answer, or the server said so). */
   retryable?: boolean;
 }
-
-const RETRYABLE_CODES = new Set(['UNAVAILABLE', 'THROTTLED', 'CONFLICT', 'CONTENTION']);
 
 export function graphql(url: () => string, history: History, timeoutMs = 5_000) {
   return async (query: string, variables: Record<string, unknown>): Promise<Answer> => {
@@ -40,7 +39,7 @@ export function graphql(url: () => string, history: History, timeoutMs = 5_000) 
     const error = body.errors?.[0];
     if (error) {
       const code = error.extensions?.code ?? '';
-      const retryable = RETRYABLE_CODES.has(code);
+      const retryable = retryableCodes.has(code);
       if (!retryable) history.unexpected.push(`${code || 'no code'}: ${error.message}`);
       return { retryable, failure: `${code}: ${error.message}` };
     }

@@ -5,7 +5,7 @@
  */
 import { GraphQLError } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
-import { Contention, InvalidInput } from '../domain/errors.ts';
+import { Contention, InvalidInput, RunNotFound } from '../domain/errors.ts';
 import { codes } from '../schema/error-codes.ts';
 
 /** The kinds of DynamoDB failure that retrying later may cure (decided by the table layer; the composition root hands it in). */
@@ -27,6 +27,9 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
       return new GraphQLError(original.message, { extensions: { code: codes.contention, retryable: true } });
     }
     if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: codes.badInput } });
+    // Where a refusal cannot be a result (a subscription's), it is this error, saying the same.
+    if (original instanceof RunNotFound)
+      return new GraphQLError(original.message, { extensions: { code: codes.notFound, runId: original.runId } });
     const kind = availabilityOf(original);
     if (kind) {
       logError(original);

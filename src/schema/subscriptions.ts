@@ -1,8 +1,7 @@
-import { GraphQLError } from 'graphql';
 import { z } from 'zod';
+import { RunNotFound } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import { builder } from './builder.ts';
-import { codes } from './error-codes.ts';
 import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
 import { LeaseRef } from './lease.ts';
@@ -24,7 +23,7 @@ builder.subscriptionField('runEvents', (t) =>
       types: t.arg.stringList({ description: 'Only events of these types.', validate: z.array(eventType).max(20, 'at most 20 types') }),
     },
     subscribe: async (_, { runId, afterSeq, types }, { tenant, stores, live, connection }) => {
-      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
+      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
       // An SSE client reconnecting says what it last got; that wins over the afterSeq it repeats.
       const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
       return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, budget: connection.budget });
@@ -40,7 +39,7 @@ builder.subscriptionField('runChanged', (t) =>
       "The run's current state, then its state after each change of status or budget. Compare version (and budget.version): larger is newer.",
     args: { runId: t.arg.id({ required: true, validate: id }) },
     subscribe: async (_, { runId }, { tenant, stores, live, connection }) => {
-      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw notFound(runId);
+      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
       const seen = /^(\d{1,10})\.(\d{1,10})$/.exec(connection.lastEventId ?? '');
       return live.runChanged({
         tenant,
@@ -69,8 +68,4 @@ function resumedSeq(lastEventId: string | undefined) {
   if (!lastEventId || !/^(0|[1-9][0-9]{0,9})$/.test(lastEventId)) return undefined;
   const seq = Number(lastEventId);
   return seq <= MAX_INT ? seq : undefined;
-}
-
-function notFound(runId: string) {
-  return new GraphQLError(`run ${runId} does not exist`, { extensions: { code: codes.notFound } });
 }

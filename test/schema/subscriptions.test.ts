@@ -118,9 +118,15 @@ describe('runEvents over graphql-ws', () => {
     sub.stop();
   });
 
-  test('a run that does not exist ends the subscription with NOT_FOUND', async () => {
-    const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId: uniqueName('absent') }, 'runEvents');
-    await expect(sub.until(1)).rejects.toThrow(/does not exist/);
+  test('a run that does not exist ends the subscription with NOT_FOUND, over WebSocket and SSE alike', async () => {
+    const runId = uniqueName('absent');
+    for (const sub of [
+      subscribeWs<Ev>(ws, RUN_EVENTS, { runId }, 'runEvents'),
+      subscribeSse<Ev>(api.url, RUN_EVENTS, { runId }, 'runEvents'),
+    ]) {
+      await expect(sub.until(1)).rejects.toThrow(/does not exist/);
+      expect(sub.errors[0]).toMatchObject({ message: `run ${runId} does not exist`, extensions: { code: 'NOT_FOUND', runId } });
+    }
   });
 
   test('bad arguments are refused like over HTTP', async () => {
