@@ -239,9 +239,6 @@ export function createEventStore({ doc, tableName, now, groupCommit = true }: St
       if (!idem) return appendOnce(input);
       return idempotency.once<RunEvent>(idem, {
         perform: (claim) => appendOnce(input, (event) => claim(event)),
-        readResult: async () => {
-          throw new Error('an appended event always stores its result with its claim');
-        },
         encode: (event) => event,
         decode: (stored) => {
           const event = stored as RunEvent;

@@ -236,9 +236,6 @@ export function createLeaseStore({ doc, tableName, now, retention }: StoreDeps, 
   const keyed = (idem: IdempotencyKey, tenant: string, unitId: string, decide: (row: Lease | null, at: number) => Lease) =>
     idempotency.once(idem, {
       perform: (claim) => exactly(tenant, unitId, decide, (lease) => claim(lease)),
-      readResult: async () => {
-        throw new Error('a lease result is always stored with its claim');
-      },
       ...codec,
     });
 

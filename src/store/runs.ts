@@ -198,9 +198,6 @@ export function createRunStore({ doc, tableName, now, retention }: StoreDeps, id
       if (!idem) return createOnce(input);
       return idempotency.once<RunCreated>(idem, {
         perform: (claim) => createOnce(input, (result) => claim(result)),
-        readResult: async () => {
-          throw new Error('a created run always stores its result with its claim');
-        },
         encode: (created) => created,
         decode: (stored) => {
           const { run, budget } = stored as { run: Run; budget: Budget };
