@@ -3,12 +3,13 @@ import { type BudgetStore, createBudgetStore } from './budgets.ts';
 import type { StoreDeps } from './deps.ts';
 import { createEventStore, type EventStore } from './events.ts';
 import { createIdempotency } from './idempotency.ts';
-import { createLeaseStore, type LeaseStore } from './leases.ts';
+import { createLeaseStore, type LeaseStore } from './leases/index.ts';
 import { createRunListing, type RunListing } from './run-list.ts';
 import { createRunStore, type RunStore } from './runs.ts';
 
 export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
+export type { LeaseStore } from './leases/index.ts';
 
 export interface Stores {
   runs: RunStore;
