@@ -4,13 +4,14 @@ import type { StoreDeps } from './deps.ts';
 import { createEventStore, type EventStore } from './events/index.ts';
 import { createIdempotency } from './idempotency.ts';
 import { createLeaseStore, type LeaseStore } from './leases/index.ts';
-import { createRunListing, type RunListing } from './run-list.ts';
-import { createRunStore, type RunStore } from './runs.ts';
+import { createRunStore, type RunStore } from './runs/index.ts';
+import { createRunListing, type RunListing } from './runs/list.ts';
 
 export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
 export type { EventStore } from './events/index.ts';
 export type { IdempotencyKey } from './idempotency.ts';
 export type { LeaseStore } from './leases/index.ts';
+export type { RunStore } from './runs/index.ts';
 
 export interface Stores {
   runs: RunStore;

@@ -3,6 +3,7 @@
  * with a clock the test moves by hand and the DynamoDB commands they sent, by name.
  */
 import { afterAll, inject } from 'vitest';
+import type { Logger } from '../../src/lib/logger.ts';
 import { createStores, type Retention } from '../../src/store/index.ts';
 import { createClients } from '../../src/table/client.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
@@ -16,6 +17,7 @@ export interface FixtureOptions {
   endpoint?: string;
   retention?: Partial<Retention>;
   groupCommit?: boolean;
+  log?: Logger;
   /** 1: no SDK retries, so an injected failure reaches the store. */
   maxAttempts?: number;
 }
@@ -45,6 +47,7 @@ export async function storesOnFreshTable(options: FixtureOptions = {}) {
     now: () => new Date(clock.now()),
     retention: { idempotencySeconds: 3600, finishedRunSeconds: 86400, leaseSeconds: 86400, ...options.retention },
     groupCommit: options.groupCommit,
+    log: options.log,
   });
   /** Commands sent while `work` ran, by name. */
   const sentDuring = async (work: () => Promise<unknown>) => {
