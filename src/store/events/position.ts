@@ -11,6 +11,7 @@ import { attr, toEvent } from '../../table/codec.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
+import { eventRange } from './page.ts';
 
 /** How long a run's existence and last seq are trusted without reading them again. */
 const REMEMBER_MS = 60_000;
@@ -40,8 +41,7 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
     const { Items = [] } = await doc.send(
       new QueryCommand({
         TableName: tableName,
-        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :first AND :last',
-        ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId), ':first': keys.events.first, ':last': keys.events.last },
+        ...eventRange(tenant, runId),
         ScanIndexForward: false,
         Limit: 1,
         ConsistentRead: true,

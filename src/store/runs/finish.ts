@@ -2,12 +2,13 @@
  * A finished run's events get the run's TTL, so they expire with it: in the background, a
  * few writes at a time, after the transition that finished the run has returned.
  */
-import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { consoleLogger } from '../../lib/logger.ts';
 import { attr } from '../../table/codec.ts';
 import { conditions, isConditionalCheckFailed } from '../../table/conditions.ts';
-import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
+import { eventRange } from '../events/page.ts';
+import { queryPages } from '../query-pages.ts';
 
 /** Event rows given their TTL at once (one Query page is worked through this many at a time). */
 const STAMPS_AT_ONCE = 8;
@@ -35,23 +36,13 @@ export function createEventExpiry({ doc, tableName, log = consoleLogger }: Store
       });
 
   async function expireEvents(tenant: string, runId: string, expiresAt: number) {
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await doc.send(
-        new QueryCommand({
-          TableName: tableName,
-          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :first AND :last',
-          ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId), ':first': keys.events.first, ':last': keys.events.last },
-          ProjectionExpression: 'pk, sk',
-          ExclusiveStartKey: start,
-        }),
-      );
+    const pages = queryPages(doc, { TableName: tableName, ...eventRange(tenant, runId), ProjectionExpression: 'pk, sk' });
+    for await (const page of pages) {
       const rows = page.Items ?? [];
       for (let i = 0; i < rows.length; i += STAMPS_AT_ONCE) {
         await Promise.all(rows.slice(i, i + STAMPS_AT_ONCE).map((row) => stamp({ pk: row.pk, sk: row.sk }, expiresAt)));
       }
-      start = page.LastEvaluatedKey;
-    } while (start);
+    }
   }
 
   return {

@@ -4,7 +4,6 @@
  * queries every shard and merges them. The cursor holds each shard's position.
  * GSIs are eventually consistent: a run created a moment ago may be missing for a moment.
  */
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { InvalidInput } from '../../domain/errors.ts';
 import type { Run, RunStatus } from '../../domain/run.ts';
 import { type Item, toRun } from '../../table/codec.ts';
@@ -12,6 +11,7 @@ import { indexes } from '../../table/definition.ts';
 import { keys, RUN_LIST_SHARDS } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
+import { queryPages } from '../query-pages.ts';
 
 export interface ListRuns {
   tenant: string;
@@ -52,27 +52,25 @@ async function shardPage({ doc, tableName, now }: StoreDeps, { tenant, status }:
   const index = status ? indexes.runsByStatus : indexes.runsByTenant;
   const pk = status ? keys.runStatusShard(tenant, status, shard) : keys.runShard(tenant, shard);
   const items: Item[] = [];
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await doc.send(
-      new QueryCommand({
-        TableName: tableName,
-        IndexName: index.name,
-        KeyConditionExpression: from ? '#pk = :pk AND #sk < :from' : '#pk = :pk',
-        ExpressionAttributeNames: { '#pk': index.pk, ...(from ? { '#sk': index.sk } : {}) },
-        ExpressionAttributeValues: { ':pk': pk, ...(from ? { ':from': from } : {}) },
-        ScanIndexForward: false,
-        Limit: limit + 1,
-        ExclusiveStartKey: start,
-      }),
-    );
+  let more = false;
+  const pages = queryPages(doc, {
+    TableName: tableName,
+    IndexName: index.name,
+    KeyConditionExpression: from ? '#pk = :pk AND #sk < :from' : '#pk = :pk',
+    ExpressionAttributeNames: { '#pk': index.pk, ...(from ? { '#sk': index.sk } : {}) },
+    ExpressionAttributeValues: { ':pk': pk, ...(from ? { ':from': from } : {}) },
+    ScanIndexForward: false,
+    Limit: limit + 1,
+  });
+  for await (const page of pages) {
     // Finished runs past their retention are gone, though DynamoDB deletes them late.
     items.push(...(page.Items ?? []).filter((item) => !pastTtl(item, now().getTime())));
-    start = page.LastEvaluatedKey;
-  } while (start && items.length <= limit);
+    more = page.LastEvaluatedKey !== undefined;
+    if (items.length > limit) break;
+  }
   return {
     items: items.slice(0, limit),
-    more: items.length > limit || start !== undefined,
+    more: items.length > limit || more,
     sortKey: (item: Item) => String(item[index.sk]),
   };
 }
