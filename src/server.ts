@@ -71,6 +71,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       now: () => new Date(),
       retention: config.retention,
       groupCommit: config.groupCommit,
+      log,
     });
     live = await startLive({
       clients,

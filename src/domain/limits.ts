@@ -36,7 +36,6 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024;
  */
 export const MAX_PAYLOAD_BYTES_LIMIT = 256 * 1024;
 export const MAX_LEASE_TTL_SECONDS = 7 * 24 * 3600;
-export const MAX_PAGE_SIZE = 500;
 /**
  * Fencing tokens never fall below the seconds since this moment. A lease row deleted by TTL
  * (long after its last use) restarts at the clock, above every token it ever issued.

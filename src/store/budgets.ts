@@ -8,7 +8,7 @@ import { conditions } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
-import { ConditionFailed, type TransactItem, write } from './write.ts';
+import { ConditionFailed, rowAfter, type TransactItem, write } from './write.ts';
 
 export interface Charge {
   tenant: string;
@@ -70,10 +70,15 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotenc
      * @throws IdempotencyConflict when the key was used for a different request
      */
     async charge(charge: Charge, idem?: IdempotencyKey): Promise<Budget> {
-      if (!idem) return toBudget((await chargeOnce(charge)) ?? {});
+      if (!idem) return toBudget(rowAfter(await chargeOnce(charge), `charging run ${charge.runId}`));
       return idempotency.once(idem, {
         perform: async (claim) => void (await chargeOnce(charge, claim())),
-        readResult: async () => (await get(charge.tenant, charge.runId, true)) as Budget,
+        // The charge was applied: a budget row gone since means its run is gone.
+        readResult: async () => {
+          const budget = await get(charge.tenant, charge.runId, true);
+          if (!budget) throw new RunNotFound(charge.runId);
+          return budget;
+        },
         encode: (budget) => budget,
         decode: (stored) => stored as Budget,
       });

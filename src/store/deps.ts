@@ -1,4 +1,5 @@
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Logger } from '../lib/logger.ts';
 
 /** What every store is built from. */
 export interface StoreDeps {
@@ -9,6 +10,8 @@ export interface StoreDeps {
   retention: Retention;
   /** Write concurrent appends to one run together (default on). */
   groupCommit?: boolean;
+  /** Where failures of background work go (default: consoleLogger); the server hands in its own. */
+  log?: Logger;
 }
 
 /** How long rows stay before TTL removes them (reads treat them as absent from expiry on). */

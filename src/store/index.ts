@@ -1,11 +1,11 @@
 /** The stores: one per aggregate, each doing its conditional writes; built together on one idempotency record set. */
 import { type BudgetStore, createBudgetStore } from './budgets.ts';
 import type { StoreDeps } from './deps.ts';
-import { createEventStore, type EventStore } from './events.ts';
+import { createEventStore, type EventStore } from './events/index.ts';
 import { createIdempotency } from './idempotency.ts';
-import { createLeaseStore, type LeaseStore } from './leases.ts';
-import { createRunListing, type RunListing } from './run-list.ts';
-import { createRunStore, type RunStore } from './runs.ts';
+import { createLeaseStore, type LeaseStore } from './leases/index.ts';
+import { createRunStore, type RunStore } from './runs/index.ts';
+import { createRunListing, type RunListing } from './runs/list.ts';
 
 export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';

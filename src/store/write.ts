@@ -4,10 +4,11 @@
  * (ReturnValuesOnConditionCheckFailure), for the store to turn into its domain refusal.
  */
 import { PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type Backoff, retrying } from '../lib/backoff.ts';
 import type { Item } from '../table/codec.ts';
 import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
+import { isTransactionConflict } from '../table/failures.ts';
 import { ClaimTaken } from './idempotency.ts';
-import { retryConflicts } from './retry.ts';
 
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 type Put = NonNullable<TransactItem['Put']>;
@@ -27,6 +28,18 @@ export class ConditionFailed extends Error {
 }
 
 type Doc = { send: (command: never) => Promise<unknown> };
+
+/** Tries of a write that other transactions kept holding, before the conflict reaches the caller. */
+const CONFLICT_ATTEMPTS = 6;
+/** Growing (20, 40, ... 320 ms at most) and jittered, so that the writers in conflict do not meet again. */
+const CONFLICT_BACKOFF: Backoff = { firstMs: 20, maxMs: 320, jitter: 'full' };
+
+/**
+ * A write refused because another transaction held the item at that moment (TransactionConflict)
+ * was not applied: trying again is safe, and usually wins at once.
+ */
+const retryConflicts = <T>(send: () => Promise<T>) =>
+  retrying(send, { attempts: CONFLICT_ATTEMPTS, retryable: isTransactionConflict, backoff: CONFLICT_BACKOFF });
 
 /**
  * @returns the item after the write (updates alone); undefined in a transaction
@@ -69,4 +82,13 @@ export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Pr
     if (failed >= 0) throw new ConditionFailed(failed - offset, reasons[failed]?.item);
     throw err;
   }
+}
+
+/**
+ * The row an update alone left (it is sent with ReturnValues ALL_NEW, so an applied update
+ * always has one): never an empty row standing in for it.
+ */
+export function rowAfter(item: Item | undefined, what: string): Item {
+  if (!item) throw new Error(`${what}: the update was applied but returned no row`);
+  return item;
 }

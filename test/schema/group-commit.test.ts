@@ -5,7 +5,6 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { InvalidInput } from '../../src/domain/errors.ts';
-import { createGroupCommit } from '../../src/store/group-commit.ts';
 import { createStores } from '../../src/store/index.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
@@ -161,29 +160,5 @@ describe.skipIf(onlyEmbedded)('group commit when DynamoDB fails', () => {
     } finally {
       await engine.close();
     }
-  });
-});
-
-describe('batching', () => {
-  test('a batch holds at most 100 appends and about 3 MB, DynamoDB limits for one transaction', async () => {
-    const sizes: Array<{ count: number; bytes: number }> = [];
-    let seq = 0;
-    const group = createGroupCommit({
-      commit: async (_tenant, runId, batch) => {
-        sizes.push({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) });
-        await new Promise((resolve) => setImmediate(resolve));
-        return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
-      },
-      alone: () => false,
-      measure: (_type, payload) => 512 + JSON.stringify(payload).length,
-    });
-    const small = await Promise.all(range(250).map(() => group.append('t', 'r', 'step', { i: 1 }, new Date())));
-    expect(small.map((e) => e.seq)).toEqual(range(250));
-    expect(Math.max(...sizes.map((s) => s.count))).toBe(100);
-    sizes.length = 0;
-    const big = { blob: 'y'.repeat(300 * 1024) };
-    await Promise.all(range(40).map(() => group.append('t', 'r', 'step', big, new Date())));
-    expect(Math.max(...sizes.map((s) => s.bytes))).toBeLessThanOrEqual(3 * 1024 * 1024);
-    expect(sizes.reduce((n, s) => n + s.count, 0)).toBe(40);
   });
 });

@@ -4,7 +4,7 @@
  * free), instead of racing each other for the same next seq. While one batch is in flight,
  * the next one gathers. Writers in other processes still meet by conditional failure.
  */
-import type { RunEvent } from '../domain/run.ts';
+import type { RunEvent } from '../../domain/run.ts';
 
 export interface Waiting {
   type: string;

@@ -1,0 +1,60 @@
+/**
+ * A run's event stream. An append is a put conditioned on its seq being free; with a cost,
+ * the put and the budget charge are one transaction (both or neither).
+ */
+import type { RunEvent } from '../../domain/run.ts';
+import type { StoreDeps } from '../deps.ts';
+import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
+import { type AppendEvent, createAppends, type EventClaim } from './append.ts';
+import { createBatchedAppends } from './batch.ts';
+import { type EventPageQuery, pageEvents } from './page.ts';
+import { createPositions } from './position.ts';
+import type { AppendCounters } from './writes.ts';
+
+export type { AppendEvent } from './append.ts';
+export type { EventPageQuery } from './page.ts';
+
+export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
+  const counters: AppendCounters = { appends: 0, conflicts: 0, batches: 0 };
+  const positions = createPositions(deps);
+  const appends = createAppends(deps, positions, counters);
+  const batched = deps.groupCommit === false ? undefined : createBatchedAppends(deps, positions, counters);
+
+  async function appendOnce(input: AppendEvent, claim?: EventClaim) {
+    const { tenant, runId, type, payload, seq, cost } = input;
+    await positions.ensureRun(tenant, runId);
+    if (seq !== undefined) return appends.at(input, seq, claim);
+    // Plain appends at the next seq are written in groups: no race for the same seq in this process.
+    if (batched && cost === undefined && !claim) return batched.append(tenant, runId, type, payload, deps.now());
+    return appends.next(input, claim);
+  }
+
+  return {
+    /** For /metrics: appends written, seqs found taken (conditional-check failures), batches of more than one. */
+    counters,
+    /** The run's highest seq (0 for none), strongly consistent. */
+    lastSeq: positions.lastSeq,
+
+    /**
+     * @throws RunNotFound
+     * @throws SequenceConflict for an explicit seq that is taken or would leave a gap
+     * @throws BudgetExceeded when a cost would pass the cap (neither event nor charge is written)
+     */
+    async append(input: AppendEvent, idem?: IdempotencyKey): Promise<RunEvent> {
+      if (!idem) return appendOnce(input);
+      return idempotency.once<RunEvent>(idem, {
+        perform: (claim) => appendOnce(input, claim),
+        encode: (event) => event,
+        decode: (stored) => {
+          const event = stored as RunEvent;
+          return { ...event, createdAt: new Date(event.createdAt as unknown as string) };
+        },
+      });
+    },
+
+    /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
+    page: (query: EventPageQuery) => pageEvents(deps, query),
+  };
+}
+
+export type EventStore = ReturnType<typeof createEventStore>;

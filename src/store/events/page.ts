@@ -1,0 +1,79 @@
+/** Reading a run's events a page at a time, in seq order or newest first, filtered by type. */
+import { MAX_INT } from '../../domain/limits.ts';
+import type { RunEvent } from '../../domain/run.ts';
+import { attr, eventBytes, toEvent } from '../../table/codec.ts';
+import { eventSk, keys } from '../../table/keys.ts';
+import type { ReadBudget, StoreDeps } from '../deps.ts';
+import { queryPages } from '../query-pages.ts';
+
+export interface EventPageQuery {
+  tenant: string;
+  runId: string;
+  /** Only events with seq > after. */
+  after?: number;
+  /** Only events with seq < before. */
+  before?: number;
+  limit: number;
+  /** Newest first when false. */
+  forward?: boolean;
+  types?: readonly string[];
+  consistent?: boolean;
+  /** Stop after one DynamoDB request (at most 1 MB read), even with fewer events than `limit`. */
+  singleRequest?: boolean;
+  /** Charged with the size of what is read, before more is read (throws when it is spent). */
+  budget?: ReadBudget;
+}
+
+/** The Query key condition for a run's events with sort keys from `from` to `to` (all of them by default). */
+export function eventRange(tenant: string, runId: string, from = keys.events.first, to = keys.events.last) {
+  return {
+    KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+    ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId), ':from': from, ':to': to } as Record<string, unknown>,
+  };
+}
+
+/** Items read per Query when filtering by type. */
+const FILTERED_PAGE = 500;
+
+/** The Query filter keeping only events of the given types (none: every event). */
+function typeFilter(types: readonly string[] | undefined) {
+  if (!types?.length) return { filter: {}, values: {} };
+  return {
+    filter: {
+      FilterExpression: `#type IN (${types.map((_, i) => `:type${i}`).join(', ')})`,
+      ExpressionAttributeNames: { '#type': attr.type },
+    },
+    values: Object.fromEntries(types.map((t, i) => [`:type${i}`, t])),
+  };
+}
+
+/** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
+export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery) {
+  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, budget } = query;
+  const from = eventSk(Math.min((after ?? 0) + 1, MAX_INT));
+  const to = eventSk(Math.max((before ?? MAX_INT + 1) - 1, 0));
+  const events: RunEvent[] = [];
+  if (from > to) return { events, more: false };
+  const range = eventRange(tenant, runId, from, to);
+  const { filter, values } = typeFilter(types);
+  let more = false;
+  const pages = queryPages(doc, {
+    TableName: tableName,
+    KeyConditionExpression: range.KeyConditionExpression,
+    ExpressionAttributeValues: { ...range.ExpressionAttributeValues, ...values },
+    ...filter,
+    ScanIndexForward: forward,
+    ConsistentRead: consistent,
+    // A filter applies after Limit: read wider pages so that a rare type costs few requests.
+    Limit: types?.length ? Math.max(limit + 1, FILTERED_PAGE) : limit + 1,
+  });
+  for await (const page of pages) {
+    const read = (page.Items ?? []).map(toEvent);
+    // What the page will hand back is charged (the one read past `limit` only tells whether more follow).
+    budget?.spend(read.slice(0, Math.max(0, limit - events.length)).reduce((bytes, event) => bytes + eventBytes(event), 0));
+    events.push(...read);
+    more = page.LastEvaluatedKey !== undefined;
+    if (events.length > limit || singleRequest) break;
+  }
+  return { events: events.slice(0, limit), more: events.length > limit || (singleRequest === true && more) };
+}

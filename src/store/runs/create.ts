@@ -1,0 +1,40 @@
+/** Creating a run: its metadata and its budget row in one transaction, or neither. */
+import { RunAlreadyExists } from '../../domain/errors.ts';
+import { type Budget, initialStatus, type Run } from '../../domain/run.ts';
+import { budgetItem, type Item, runItem } from '../../table/codec.ts';
+import { conditions } from '../../table/conditions.ts';
+import type { StoreDeps } from '../deps.ts';
+import { ConditionFailed, type TransactItem, type Write, write } from '../write.ts';
+
+export interface CreateRun {
+  tenant: string;
+  id: string;
+  task: string;
+  budgetCap: number;
+}
+
+export interface RunCreated {
+  run: Run;
+  budget: Budget;
+}
+
+/** @throws RunAlreadyExists */
+export async function createRun(
+  { doc, tableName, now }: StoreDeps,
+  { tenant, id, task, budgetCap }: CreateRun,
+  claim?: (result: RunCreated) => TransactItem,
+): Promise<RunCreated> {
+  const at = now();
+  const run: Run = { id, task, status: initialStatus, version: 1, createdAt: at, updatedAt: at };
+  const budget: Budget = { runId: id, cap: budgetCap, spent: 0, remaining: budgetCap, version: 1 };
+  // A run id is taken once; its budget row comes with it. An expired run's id stays taken
+  // until DynamoDB has deleted its rows: a new run must never see the old one's events.
+  const put = (Item: Item): Write => ({ Put: { TableName: tableName, Item, ConditionExpression: conditions.absent } });
+  try {
+    await write(doc, [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))], claim?.({ run, budget }));
+  } catch (err) {
+    if (err instanceof ConditionFailed) throw new RunAlreadyExists(id);
+    throw err;
+  }
+  return { run, budget };
+}

@@ -1,0 +1,70 @@
+/** Runs: created with their budget in one transaction, read with budget and first events in one Query. */
+import type { Budget, Run } from '../../domain/run.ts';
+import type { StoreDeps } from '../deps.ts';
+import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
+import { type CreateRun, createRun, type RunCreated } from './create.ts';
+import { createEventExpiry } from './finish.ts';
+import { createRunReads, type SnapshotOptions } from './read.ts';
+import { type Transition, transitionRun } from './transition.ts';
+
+export type { CreateRun, RunCreated } from './create.ts';
+export type { RunSnapshot } from './read.ts';
+export type { Transition } from './transition.ts';
+
+/** Dates come back from an idempotency record as strings. */
+const dates = <T extends { createdAt: unknown; updatedAt: unknown }>(value: T) => ({
+  ...value,
+  createdAt: new Date(value.createdAt as string),
+  updatedAt: new Date(value.updatedAt as string),
+});
+
+export function createRunStore(deps: StoreDeps, idempotency: Idempotency) {
+  const reads = createRunReads(deps);
+  const expiry = createEventExpiry(deps);
+  const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
+    transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
+
+  return {
+    /** Resolves once finished runs' events have all been given their TTL (tests, shutdown). */
+    settled: expiry.settled,
+
+    /**
+     * Creates the run's metadata and budget together, or neither.
+     * @throws RunAlreadyExists
+     * @throws IdempotencyConflict when the key was used for a different request
+     */
+    async create(input: CreateRun, idem?: IdempotencyKey): Promise<RunCreated> {
+      if (!idem) return createRun(deps, input);
+      return idempotency.once<RunCreated>(idem, {
+        perform: (claim) => createRun(deps, input, claim),
+        encode: (created) => created,
+        decode: (stored) => {
+          const { run, budget } = stored as { run: Run; budget: Budget };
+          return { run: dates(run), budget };
+        },
+      });
+    },
+
+    /** Metadata, budget and up to `eventLimit` first events, from ONE Query; null when the run does not exist. */
+    read: (tenant: string, runId: string, options: SnapshotOptions) => reads.snapshot(tenant, runId, options),
+
+    /**
+     * Moves the run from `from` to `to` (the caller checked the transition is legal). A run
+     * reaching a terminal status gets its TTL: it expires after the finished-run retention.
+     * @throws StatusConflict when the run is no longer in `from` (or not at expectedVersion)
+     * @throws RunNotFound
+     */
+    async transition(input: Transition, idem?: IdempotencyKey): Promise<Run> {
+      // A terminal transition is a transaction (metadata and budget): the run is read after it.
+      if (!idem) return (await transitionOnce(input)) ?? reads.current(input.tenant, input.runId);
+      return idempotency.once(idem, {
+        perform: (claim) => transitionOnce(input, claim()),
+        readResult: () => reads.current(input.tenant, input.runId),
+        encode: (run) => run,
+        decode: (stored) => dates(stored as Run),
+      });
+    },
+  };
+}
+
+export type RunStore = ReturnType<typeof createRunStore>;

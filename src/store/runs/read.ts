@@ -1,0 +1,72 @@
+/** Reading a run: its metadata alone, or metadata, budget and first events from ONE Query on its partition. */
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { RunNotFound } from '../../domain/errors.ts';
+import type { Budget, Run, RunEvent } from '../../domain/run.ts';
+import { eventBytes, type Item, toBudget, toEvent, toRun } from '../../table/codec.ts';
+import { keys, RUN_BUDGET_SK, RUN_META_SK } from '../../table/keys.ts';
+import type { ReadBudget, StoreDeps } from '../deps.ts';
+import { pastTtl } from '../expiry.ts';
+
+/** A run as one Query on its partition finds it. */
+export interface RunSnapshot {
+  run: Run;
+  budget: Budget | null;
+  /** The run's first events, in seq order. */
+  events: RunEvent[];
+  /** Whether the run has more events than `events`. */
+  moreEvents: boolean;
+}
+
+export interface SnapshotOptions {
+  consistent?: boolean;
+  eventLimit: number;
+  budget?: ReadBudget;
+}
+
+export function createRunReads({ doc, tableName, now }: StoreDeps) {
+  /** The row, unless it is absent or past its TTL. */
+  const live = (item: Item | undefined) => (item && !pastTtl(item, now().getTime()) ? item : undefined);
+
+  /** The run's metadata row, strongly consistent; undefined when the run does not exist. */
+  async function meta(tenant: string, runId: string) {
+    const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.run(tenant, runId), ConsistentRead: true }));
+    return live(Item);
+  }
+
+  /** Metadata, budget and up to `eventLimit` first events, from ONE Query; null when the run does not exist. */
+  async function snapshot(tenant: string, runId: string, { consistent = false, eventLimit, budget: readBudget }: SnapshotOptions) {
+    const { Items = [], LastEvaluatedKey } = await doc.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId) },
+        ConsistentRead: consistent,
+        // Budget and metadata sort first; one more event than asked tells whether more follow.
+        Limit: 2 + eventLimit + 1,
+      }),
+    );
+    const metaRow = live(Items.find((item) => item.sk === RUN_META_SK));
+    if (!metaRow) return null;
+    const budget = Items.find((item) => item.sk === RUN_BUDGET_SK);
+    const events = Items.filter((item) => item.sk !== RUN_META_SK && item.sk !== RUN_BUDGET_SK).map(toEvent);
+    readBudget?.spend(events.slice(0, eventLimit).reduce((bytes, event) => bytes + eventBytes(event), 0));
+    return {
+      run: toRun(metaRow),
+      budget: budget ? toBudget(budget) : null,
+      events: events.slice(0, eventLimit),
+      // A page stops at 1 MB too: then more may follow even with fewer events than asked.
+      moreEvents: events.length > eventLimit || LastEvaluatedKey !== undefined,
+    } satisfies RunSnapshot;
+  }
+
+  /** The run as it is now. @throws RunNotFound when it is gone (never a run decoded from nothing) */
+  async function current(tenant: string, runId: string): Promise<Run> {
+    const row = await meta(tenant, runId);
+    if (!row) throw new RunNotFound(runId);
+    return toRun(row);
+  }
+
+  return { live, meta, snapshot, current };
+}
+
+export type RunReads = ReturnType<typeof createRunReads>;

@@ -1,0 +1,61 @@
+/**
+ * The group-commit queue on its own: what goes into one batch, and what a failed batch means
+ * for the appends in it. The commit is the test's, so the limits show without DynamoDB.
+ */
+import { describe, expect, test } from 'vitest';
+import type { RunEvent } from '../../src/domain/run.ts';
+import { createGroupCommit, type Waiting } from '../../src/store/events/group-commit.ts';
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+
+/** A commit that records each batch and numbers its events, yielding once as a write would. */
+function recordingCommit(fail?: (batch: Waiting[]) => unknown) {
+  const batches: Waiting[][] = [];
+  let seq = 0;
+  const commit = async (_tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> => {
+    batches.push(batch);
+    await new Promise((resolve) => setImmediate(resolve));
+    const err = fail?.(batch);
+    if (err) throw err;
+    return batch.map((w) => ({ runId, seq: ++seq, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+  };
+  return { commit, batches };
+}
+
+describe('batching', () => {
+  test('a batch holds at most 100 appends and about 3 MB, DynamoDB limits for one transaction', async () => {
+    const { commit, batches } = recordingCommit();
+    const group = createGroupCommit({ commit, alone: () => false, measure: (_type, payload) => 512 + JSON.stringify(payload).length });
+    const sizes = () => batches.map((batch) => ({ count: batch.length, bytes: batch.reduce((sum, w) => sum + w.bytes, 0) }));
+    const small = await Promise.all(range(250).map(() => group.append('t', 'r', 'step', { i: 1 }, new Date())));
+    expect(small.map((e) => e.seq)).toEqual(range(250));
+    expect(Math.max(...sizes().map((s) => s.count))).toBe(100);
+    batches.length = 0;
+    const big = { blob: 'y'.repeat(300 * 1024) };
+    await Promise.all(range(40).map(() => group.append('t', 'r', 'step', big, new Date())));
+    expect(Math.max(...sizes().map((s) => s.bytes))).toBeLessThanOrEqual(3 * 1024 * 1024);
+    expect(sizes().reduce((n, s) => n + s.count, 0)).toBe(40);
+  });
+
+  test('a batch refused for one append (nothing written) goes again one by one: only that append fails', async () => {
+    const bad = new Error('too large');
+    const { commit, batches } = recordingCommit((batch) => (batch.some((w) => (w.payload as { i: number }).i === 3) ? bad : undefined));
+    const group = createGroupCommit({ commit, alone: (err) => err === bad, measure: () => 600 });
+    const outcomes = await Promise.allSettled(range(5).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(batches.some((batch) => batch.length > 1)).toBe(true);
+  });
+
+  test('a batch whose outcome is unknown is not written again: every append in it fails with the error', async () => {
+    const lost = new Error('response lost');
+    const { commit, batches } = recordingCommit((batch) => (batch.length > 1 ? lost : undefined));
+    const group = createGroupCommit({ commit, alone: () => false, measure: () => 600 });
+    const outcomes = await Promise.allSettled(range(5).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    const failed = outcomes.filter((o) => o.status === 'rejected');
+    expect(failed.length).toBeGreaterThan(1);
+    for (const o of failed) expect((o as PromiseRejectedResult).reason).toBe(lost);
+    // The failed batch went once; no append of it was tried alone afterwards.
+    const failedBatch = batches.find((batch) => batch.length > 1) ?? [];
+    expect(batches.filter((batch) => batch.length === 1 && failedBatch.includes(batch[0] as Waiting))).toEqual([]);
+  });
+});
