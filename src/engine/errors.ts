@@ -32,7 +32,7 @@ const dynamodb = 'com.amazonaws.dynamodb.v20120810#';
 export const errors = {
   validation: (message: string) => new EngineError(400, 'com.amazon.coral.validate#ValidationException', message),
   serialization: (message: string) => new EngineError(400, 'com.amazon.coral.service#SerializationException', message, {}, 'Message'),
-  unknownOperation: () => new EngineError(400, 'com.amazon.coral.service#UnknownOperationException', ''),
+  unknownOperation: (message: string) => new EngineError(400, 'com.amazon.coral.service#UnknownOperationException', message),
   resourceNotFound: (message = 'Requested resource not found') => new EngineError(400, `${dynamodb}ResourceNotFoundException`, message),
   conditionalCheckFailed: (item?: Record<string, unknown>) =>
     new EngineError(400, `${dynamodb}ConditionalCheckFailedException`, 'The conditional request failed', item ? { Item: item } : {}),

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { EngineError, errors } from './errors.ts';
+import { unsupported } from './operations.ts';
 
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
@@ -25,7 +26,7 @@ export function createProtocol(dispatch: Dispatch, onUnexpected: (err: unknown) 
         throw errors.serialization('Start of structure or map found where not expected');
       }
       const [service = '', operation = '', ...extra] = target.split('.');
-      if (extra.length > 0 || !operation) throw errors.unknownOperation();
+      if (extra.length > 0 || !operation) throw unsupported('', '');
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
       const result = await dispatch(service, operation, body as Record<string, unknown>);
       return { status: 200, body: JSON.stringify(result ?? {}) };

@@ -11,10 +11,10 @@ import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createStore, isDynaliteOperation, runAction, validate } from './dynalite.ts';
-import { errors } from './errors.ts';
 import { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
 import { createItemWrites } from './items.ts';
+import { DYNAMODB_SERVICE, STREAMS_SERVICE, unsupported } from './operations.ts';
 import { createStreamsApi, type StreamsOperation, streamsOperations } from './streams/api.ts';
 import { StreamLog } from './streams/log.ts';
 import { createTables } from './tables.ts';
@@ -127,22 +127,22 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
 
   const inFlight = new Set<Promise<unknown>>();
   async function dispatch(service: string, operation: string, body: Record<string, unknown>) {
-    if (service === 'DynamoDB_20120810') {
+    if (service === DYNAMODB_SERVICE) {
       const handler = dynamodb[operation];
-      if (!handler && !isDynaliteOperation(operation)) throw errors.unknownOperation();
+      if (!handler && !isDynaliteOperation(operation)) throw unsupported(service, operation);
       const afterwards = await faults.apply(operation, body);
       // Reads and table listing: dynalite as it is, always through its validation.
       const result = await (handler ? handler(body) : runAction(operation as never, store, validate(operation as never, body, store)));
       if (afterwards) throw afterwards;
       return result;
     }
-    if (service === 'DynamoDBStreams_20120810' && streamsOperations.includes(operation as StreamsOperation)) {
+    if (service === STREAMS_SERVICE && streamsOperations.includes(operation as StreamsOperation)) {
       const afterwards = await faults.apply(operation, body);
       const result = streamsApi.handle(operation as StreamsOperation, body);
       if (afterwards) throw afterwards;
       return result;
     }
-    throw errors.unknownOperation();
+    throw unsupported(service, operation);
   }
   const tracked = (service: string, operation: string, body: Record<string, unknown>) => {
     const work = dispatch(service, operation, body);
