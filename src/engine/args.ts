@@ -13,6 +13,8 @@ Flags:
   --host ADDR            address to listen on (default 127.0.0.1)
   --data DIR             keep data in DIR across restarts (default .runplane/data)
   --in-memory            keep nothing on disk
+  --region NAME          the engine's own region, for unsigned requests (default
+                         AWS_REGION, else us-east-1); signed ones get their own
   --iterator-ttl DUR     shard iterator lifetime (default 15m)
   --stream-retention DUR how long stream records are kept (default 24h)
   --shard-max-age DUR    a shard closes and gets a child after this long (default 4h)
@@ -41,6 +43,12 @@ function integer(flag: string, value: string | undefined, min: number, max: numb
   return n;
 }
 
+function regionName(value: string | undefined) {
+  if (value === undefined) return undefined;
+  if (!/^[a-z]{2}(-[a-z]+)+-\d+$/.test(value)) throw new Error(`--region must be a region name such as eu-west-2 (got "${value}")`);
+  return value;
+}
+
 export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
   const { values } = parseArgs({
     args: argv,
@@ -49,6 +57,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       host: { type: 'string' },
       data: { type: 'string' },
       'in-memory': { type: 'boolean' },
+      region: { type: 'string' },
       'iterator-ttl': { type: 'string' },
       'stream-retention': { type: 'string' },
       'shard-max-age': { type: 'string' },
@@ -65,6 +74,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     port: integer('port', values.port, 0, 65535) ?? 8000,
     host: values.host ?? '127.0.0.1',
     dataDir: values['in-memory'] ? undefined : resolve(values.data ?? '.runplane/data'),
+    region: regionName(values.region),
     iteratorTtlMs: duration('iterator-ttl', values['iterator-ttl']),
     streamRetentionMs: duration('stream-retention', values['stream-retention']),
     shardMaxAgeMs: duration('shard-max-age', values['shard-max-age']),

@@ -4,6 +4,7 @@
  */
 import { getTable, requestTypes, runAction, type Store, type TableDescription, validate, validateWith } from './dynalite.ts';
 import { errors } from './errors.ts';
+import { inRegion, type RequestContext, tableInRegion } from './region.ts';
 import type { StreamLog } from './streams/log.ts';
 import { type ViewType, viewTypes } from './streams/records.ts';
 
@@ -29,19 +30,22 @@ function readStreamSpecification(body: Record<string, unknown>) {
 }
 
 export function createTables(store: Store, log: StreamLog, forgetTtl: (table: string) => Promise<void>) {
-  /** Adds the stream members DynamoDB reports on a table. */
-  function describe(table: TableDescription) {
+  /** Adds the stream members DynamoDB reports on a table, with its ARNs in the client's region. */
+  function describe(table: TableDescription, { region }: RequestContext) {
     const stream = log.latest(table.TableName);
-    if (!stream) return table;
-    return {
-      ...table,
-      ...(stream.enabled ? { StreamSpecification: { StreamEnabled: true, StreamViewType: stream.viewType } } : {}),
-      LatestStreamArn: stream.arn,
-      LatestStreamLabel: stream.label,
-    };
+    if (!stream) return tableInRegion(table, region);
+    return tableInRegion(
+      {
+        ...table,
+        ...(stream.enabled ? { StreamSpecification: { StreamEnabled: true, StreamViewType: stream.viewType } } : {}),
+        LatestStreamArn: stream.arn,
+        LatestStreamLabel: stream.label,
+      },
+      region,
+    );
   }
 
-  async function create(body: Record<string, unknown>) {
+  async function create(body: Record<string, unknown>, context: RequestContext) {
     const spec = readStreamSpecification(body);
     const data = validate('CreateTable', body, store);
     const result = await runAction('CreateTable', store, data);
@@ -49,10 +53,10 @@ export function createTables(store: Store, log: StreamLog, forgetTtl: (table: st
     if (spec?.StreamEnabled && spec.StreamViewType) {
       await log.enable(table.TableName, table.TableArn, table.KeySchema, spec.StreamViewType);
     }
-    return { TableDescription: describe(table) };
+    return { TableDescription: describe(table, context) };
   }
 
-  async function update(body: Record<string, unknown>) {
+  async function update(body: Record<string, unknown>, context: RequestContext) {
     const spec = readStreamSpecification(body);
     const { StreamSpecification: _, ...rest } = body;
     // With only a stream change there is nothing for dynalite to do (it would refuse the request).
@@ -62,7 +66,7 @@ export function createTables(store: Store, log: StreamLog, forgetTtl: (table: st
     const table = await getTable(store, body.TableName as string, false);
     const current = log.current(table.TableName);
     if (spec?.StreamEnabled && current) {
-      throw errors.validation(`Table already has an enabled stream: ${current.arn}`);
+      throw errors.validation(`Table already has an enabled stream: ${inRegion(current.arn, context.region)}`);
     }
     if (spec && !spec.StreamEnabled && !current) {
       throw errors.validation('Table does not have an enabled stream to disable');
@@ -73,22 +77,22 @@ export function createTables(store: Store, log: StreamLog, forgetTtl: (table: st
     } else if (spec) {
       await log.disable(table.TableName);
     }
-    return { TableDescription: describe(updated) };
+    return { TableDescription: describe(updated, context) };
   }
 
-  async function remove(body: Record<string, unknown>) {
+  async function remove(body: Record<string, unknown>, context: RequestContext) {
     const data = validate('DeleteTable', body, store);
     const result = await runAction('DeleteTable', store, data);
-    const table = describe(result.TableDescription as TableDescription);
+    const table = describe(result.TableDescription as TableDescription, context);
     await log.disable(data.TableName as string);
     await forgetTtl(data.TableName as string);
     return { TableDescription: table };
   }
 
-  async function describeTable(body: Record<string, unknown>) {
+  async function describeTable(body: Record<string, unknown>, context: RequestContext) {
     const data = validate('DescribeTable', body, store);
     const result = await runAction('DescribeTable', store, data);
-    return { Table: describe(result.Table as TableDescription) };
+    return { Table: describe(result.Table as TableDescription, context) };
   }
 
   return { create, update, remove, describe: describeTable };

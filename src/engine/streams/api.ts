@@ -1,6 +1,7 @@
 /** The DynamoDB Streams API (DynamoDBStreams_20120810.*) over the stream log. */
 import { validateWith } from '../dynalite.ts';
 import { errors } from '../errors.ts';
+import { inRegion, type RequestContext } from '../region.ts';
 import type { Entry, Shard, Stream, StreamLog } from './log.ts';
 import { formatSeq } from './records.ts';
 
@@ -79,21 +80,23 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
   };
 
   const operations = {
-    ListStreams(data: Record<string, unknown>) {
+    ListStreams(data: Record<string, unknown>, { region }: RequestContext) {
       let streams = log.list(data.TableName as string | undefined);
       if (data.ExclusiveStartStreamArn) {
-        const at = streams.findIndex((s) => s.arn === data.ExclusiveStartStreamArn);
+        const start = log.get(data.ExclusiveStartStreamArn as string);
+        const at = streams.findIndex((s) => s === start);
         streams = at < 0 ? [] : streams.slice(at + 1);
       }
       const limit = (data.Limit as number | undefined) ?? 100;
       const page = streams.slice(0, limit);
+      const last = page.at(-1);
       return {
-        Streams: page.map((s) => ({ StreamArn: s.arn, TableName: s.tableName, StreamLabel: s.label })),
-        ...(streams.length > limit ? { LastEvaluatedStreamArn: page.at(-1)?.arn } : {}),
+        Streams: page.map((s) => ({ StreamArn: inRegion(s.arn, region), TableName: s.tableName, StreamLabel: s.label })),
+        ...(streams.length > limit && last ? { LastEvaluatedStreamArn: inRegion(last.arn, region) } : {}),
       };
     },
 
-    DescribeStream(data: Record<string, unknown>) {
+    DescribeStream(data: Record<string, unknown>, { region }: RequestContext) {
       const stream = findStream(data.StreamArn as string);
       let shards = stream.shards;
       if (data.ExclusiveStartShardId) {
@@ -104,7 +107,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       const page = shards.slice(0, limit);
       return {
         StreamDescription: {
-          StreamArn: stream.arn,
+          StreamArn: inRegion(stream.arn, region),
           StreamLabel: stream.label,
           StreamStatus: stream.enabled ? 'ENABLED' : 'DISABLED',
           StreamViewType: stream.viewType,
@@ -151,7 +154,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       return { ShardIterator: encode({ arn: stream.arn, shardId: shard.shardId, position, issuedAt: now(), epoch: stream.iteratorEpoch }) };
     },
 
-    GetRecords(data: Record<string, unknown>) {
+    GetRecords(data: Record<string, unknown>, { region }: RequestContext) {
       const state = decode(data.ShardIterator as string);
       const stream = findStream(state.arn);
       const shard = findShard(stream, state.shardId);
@@ -171,7 +174,8 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       for (let i = firstAfter(shard.entries, position); i < shard.entries.length && records.length < limit; i++) {
         const entry = shard.entries[i] as Entry;
         if (!entry.committed) break;
-        records.push(entry.record);
+        // Records are kept in the engine's region; the client reads them in its own.
+        records.push(entry.record.awsRegion === region ? entry.record : { ...entry.record, awsRegion: region });
         position = entry.seq;
       }
       const drained = shard.endSeq !== undefined && firstAfter(shard.entries, position) === shard.entries.length;
@@ -184,9 +188,9 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
 
   return {
     /** Validates and runs one Streams operation. */
-    handle(operation: StreamsOperation, body: Record<string, unknown>) {
+    handle(operation: StreamsOperation, body: Record<string, unknown>, context: RequestContext) {
       const data = validateWith(specs[operation], body, undefined);
-      return operations[operation](data);
+      return operations[operation](data, context);
     },
   };
 }

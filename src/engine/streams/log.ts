@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { KeySchemaElement, LevelOp, MainDb } from '../dynalite.ts';
+import { inRegion } from '../region.ts';
 import { buildRecord, type ItemChange, type StreamRecord, unchanged, type ViewType } from './records.ts';
 
 export interface StreamLogOptions {
@@ -83,11 +84,11 @@ export class StreamLog {
         shard.entries = [];
         this.lastSeq = Math.max(this.lastSeq, shard.startSeq, shard.endSeq ?? 0, shard.trimmedThrough);
       }
-      this.streams.set(stream.arn, stream);
+      this.streams.set(this.idOf(stream.arn), stream);
     }
     for await (const value of this.db.values({ gte: 'rp-srec~', lt: 'rp-srec~\xff' })) {
       const stored = value as StoredRecord;
-      const stream = this.streams.get(stored.arn);
+      const stream = this.streams.get(this.idOf(stored.arn));
       if (!stream) continue;
       const shard = stream.shards.find((s) => s.shardId === stored.shardId) ?? this.recoverShard(stream, stored);
       shard.entries.push({ seq: stored.seq, createdAt: stored.createdAt, committed: true, record: stored.record });
@@ -137,8 +138,14 @@ export class StreamLog {
       .sort((a, b) => a.createdAt - b.createdAt || a.arn.localeCompare(b.arn));
   }
 
+  /** Streams are known by their ARN in the engine's region, whatever region it was named in. */
+  private idOf(arn: string) {
+    return inRegion(arn, this.region);
+  }
+
+  /** The stream of that ARN, in whatever region the client named it. */
   get(arn: string) {
-    return this.streams.get(arn);
+    return this.streams.get(this.idOf(arn));
   }
 
   async enable(tableName: string, tableArn: string, keySchema: KeySchemaElement[], viewType: ViewType) {
@@ -158,7 +165,7 @@ export class StreamLog {
       shards: [],
     };
     stream.shards.push(this.newShard(undefined, createdAt));
-    this.streams.set(stream.arn, stream);
+    this.streams.set(this.idOf(stream.arn), stream);
     await this.saveMeta(stream);
     return stream;
   }
@@ -277,7 +284,7 @@ export class StreamLog {
         await this.saveMeta(stream);
       }
       if (!stream.enabled && expired(stream.disabledAt) && kept.length === 0) {
-        this.streams.delete(stream.arn);
+        this.streams.delete(this.idOf(stream.arn));
         await this.db.batch([{ type: 'del', key: streamKey(stream.arn) }]);
       }
     }
@@ -291,7 +298,7 @@ export class StreamLog {
   /** Metadata writes go one at a time, each writing the state as it is then, so the last one wins. */
   private saveMeta(stream: Stream, alongside: LevelOp[] = []) {
     const write = this.metaWrites.then(() => {
-      if (!this.streams.has(stream.arn)) return this.db.batch(alongside);
+      if (!this.streams.has(this.idOf(stream.arn))) return this.db.batch(alongside);
       const { shards, ...meta } = stream;
       const value = { ...meta, shards: shards.map(({ entries: _, ...shard }) => shard) };
       return this.db.batch([...alongside, { type: 'put', key: streamKey(stream.arn), value }]);
