@@ -21,6 +21,9 @@ Flags:
   --shard-max-records N  ... or after this many records (default 100000)
   --ttl-interval DUR     how often expired items are looked for (default 10s)
   --ttl-delay DUR        how late after expiry items are deleted (default 0s)
+  --ttl-update-interval DUR
+                         how long after one UpdateTimeToLive the next is refused
+                         (default 1h, as DynamoDB; 0s allows switching TTL at will)
   -h, --help             show this help
 
 Durations take a unit: 500ms, 30s, 15m, 24h.
@@ -64,6 +67,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'shard-max-records': { type: 'string' },
       'ttl-interval': { type: 'string' },
       'ttl-delay': { type: 'string' },
+      'ttl-update-interval': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -81,5 +85,6 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     shardMaxRecords: integer('shard-max-records', values['shard-max-records'], 1, 10_000_000),
     ttlSweepIntervalMs: duration('ttl-interval', values['ttl-interval']),
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
+    ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),
   };
 }

@@ -26,6 +26,12 @@ export interface EngineOptions {
   ttlSweepIntervalMs?: number;
   /** How late after its expiry an item is deleted (default 0). */
   ttlDeleteDelayMs?: number;
+  /**
+   * How long after one UpdateTimeToLive on a table the next is refused with a
+   * ValidationException (default 1 hour, as DynamoDB). 0 lets TTL be switched on and off
+   * at will, for local use.
+   */
+  ttlUpdateIntervalMs?: number;
   /** How long a new table stays CREATING (default 0). */
   createTableMs?: number;
   /** Where unexpected internal errors are reported (default console.error). */
@@ -51,6 +57,7 @@ export function withDefaults(options: EngineOptions) {
     ttl: {
       sweepIntervalMs: options.ttlSweepIntervalMs ?? 10_000,
       deleteDelayMs: options.ttlDeleteDelayMs ?? 0,
+      updateIntervalMs: options.ttlUpdateIntervalMs ?? 60 * MINUTE,
     },
     createTableMs: options.createTableMs ?? 0,
     onError: options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err)),

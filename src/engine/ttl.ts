@@ -13,11 +13,15 @@ export interface TtlOptions {
   sweepIntervalMs: number;
   /** How long after its expiry an item is deleted at the earliest. */
   deleteDelayMs: number;
+  /** How long after one UpdateTimeToLive the next is refused (DynamoDB: one hour; 0 allows toggling). */
+  updateIntervalMs: number;
 }
 
 interface TtlSetting {
   attributeName: string;
   enabled: boolean;
+  /** When UpdateTimeToLive last changed it (absent in data written before this was kept). */
+  updatedAt?: number;
 }
 
 /** DynamoDB leaves alone items whose expiry lies more than five years in the past. */
@@ -62,7 +66,12 @@ export function createTtl(store: Store, db: MainDb, write: Write, now: () => num
     if (!spec.Enabled && current && current.attributeName !== spec.AttributeName) {
       throw errors.validation(`TimeToLive is enabled on attribute ${current.attributeName}, not ${spec.AttributeName}`);
     }
-    const setting = { attributeName: spec.AttributeName, enabled: spec.Enabled };
+    // DynamoDB takes up to an hour to apply a change and refuses another one meanwhile.
+    const at = now();
+    if (current?.updatedAt !== undefined && at - current.updatedAt < options.updateIntervalMs) {
+      throw errors.validation('Time to live has been modified multiple times within a fixed interval');
+    }
+    const setting = { attributeName: spec.AttributeName, enabled: spec.Enabled, updatedAt: at };
     await db.put(settingKey(tableName), { table: tableName, ...setting });
     settings.set(tableName, setting);
     return { TimeToLiveSpecification: { Enabled: spec.Enabled, AttributeName: spec.AttributeName } };

@@ -19,6 +19,7 @@ describe('engine flags', () => {
       '--shard-max-records',
       '--ttl-interval',
       '--ttl-delay',
+      '--ttl-update-interval',
       '--help',
     ]) {
       expect(help).toContain(flag);

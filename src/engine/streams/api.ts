@@ -84,7 +84,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       let streams = log.list(data.TableName as string | undefined);
       if (data.ExclusiveStartStreamArn) {
         const start = log.get(data.ExclusiveStartStreamArn as string);
-        const at = streams.findIndex((s) => s === start);
+        const at = start ? streams.indexOf(start) : -1;
         streams = at < 0 ? [] : streams.slice(at + 1);
       }
       const limit = (data.Limit as number | undefined) ?? 100;
