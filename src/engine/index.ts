@@ -18,7 +18,7 @@ import { type EngineOptions, withDefaults } from './options.ts';
 import { createStreamsApi } from './streams/api.ts';
 import { StreamLog } from './streams/log.ts';
 import { createTables } from './tables.ts';
-import { createTransactions } from './transactions.ts';
+import { createTransactions } from './transactions/index.ts';
 import { createTtl } from './ttl.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';

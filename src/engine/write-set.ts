@@ -65,6 +65,11 @@ export class WriteSet {
     return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
   }
 
+  /** The size of the items the captured writes leave (a transaction's aggregate limit counts them). */
+  stagedItemBytes() {
+    return this.changes.reduce((sum, { newItem }) => sum + (newItem ? dynaliteDb.itemSize(newItem) : 0), 0);
+  }
+
   /** Writes everything captured so far in one batch; stream records become readable once it lands. */
   async commit() {
     const changes = this.changes.splice(0);

@@ -1,0 +1,136 @@
+/**
+ * TransactWriteItems and TransactGetItems. A transaction locks every item it touches (with
+ * dynalite's own per-item locks, so single writes wait for it), evaluates every condition
+ * against the stored items, and only if all pass writes everything in one LevelDB batch.
+ */
+import { createHash } from 'node:crypto';
+import { dynaliteDb, type Item, runAction, type Store, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
+import { EngineError, errors, isConditionalFailure } from '../errors.ts';
+import type { StreamLog } from '../streams/log.ts';
+import { WriteSet } from '../write-set.ts';
+import { MAX_TRANSACTION_BYTES, prepareReads, prepareWrites, tooLarge, type WriteAction } from './actions.ts';
+import { getSpec, operationOf, writeSpec } from './specs.ts';
+
+/** DynamoDB remembers a ClientRequestToken for 10 minutes. */
+const TOKEN_TTL_MS = 10 * 60 * 1000;
+
+interface Reason {
+  Code: string;
+  Message?: string;
+  Item?: Item;
+}
+
+export function createTransactions(store: Store, log: StreamLog, now: () => number) {
+  const tokens = new Map<string, { hash: string; done: boolean; at: number; result: Record<string, unknown> }>();
+
+  /** Takes dynalite's item locks on every key, table by table in name order (so two transactions never deadlock). */
+  async function lockAll(keys: { table: TableDescription; lockKey: string }[]) {
+    const byTable = new Map<string, string[]>();
+    for (const { table, lockKey } of keys) byTable.set(table.TableName, [...(byTable.get(table.TableName) ?? []), lockKey]);
+    const releases: (() => void)[] = [];
+    for (const tableName of [...byTable.keys()].sort()) {
+      releases.push(
+        await new Promise<() => void>((resolve) =>
+          store.getItemDb(tableName).lock(byTable.get(tableName) as string[], (release) => resolve(release(() => undefined))),
+        ),
+      );
+    }
+    return () => {
+      for (const release of releases.reverse()) release();
+    };
+  }
+
+  async function evaluate(action: WriteAction, writeSet: WriteSet): Promise<Reason | undefined> {
+    try {
+      if (action.kind === 'ConditionCheck') {
+        const current = await new Promise<Item | undefined>((resolve, reject) =>
+          writeSet.store.getItemDb(action.table.TableName).get(action.lockKey, (err, item) => (err ? reject(err) : resolve(item))),
+        );
+        let failed: unknown;
+        try {
+          failed = dynaliteDb.checkConditional(action.data, current);
+        } catch {
+          // A comparison dynalite cannot evaluate on this item is false, as in DynamoDB.
+          failed = errors.conditionalCheckFailed();
+        }
+        if (failed) throw toEngineError(failed);
+      } else {
+        await writeSet.run(operationOf[action.kind], action.data);
+      }
+      return undefined;
+    } catch (err) {
+      if (isConditionalFailure(err)) {
+        const old = action.returnOld ? writeSet.readItem(action.table, action.key) : undefined;
+        return { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed', ...(old ? { Item: old } : {}) };
+      }
+      if (err instanceof EngineError && err.code === 'ValidationException') return { Code: 'ValidationError', Message: err.message };
+      throw err;
+    }
+  }
+
+  async function execute(data: Record<string, unknown>) {
+    const actions = await prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
+    const unlock = await lockAll(actions);
+    try {
+      const writeSet = new WriteSet(store, log, 'transaction');
+      const reasons: (Reason | undefined)[] = [];
+      // Every condition is checked against the stored items before anything is written.
+      for (const action of actions) reasons.push(await evaluate(action, writeSet));
+      if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
+      // Updates are measured once applied: the items they leave count toward the limit.
+      const bytes = writeSet.stagedItemBytes();
+      if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
+      await writeSet.commit();
+    } finally {
+      unlock();
+    }
+    return {};
+  }
+
+  /**
+   * TransactWriteItems, all or nothing. A repeated ClientRequestToken within 10 minutes
+   * returns the first call's result without applying anything again.
+   */
+  async function write(body: Record<string, unknown>) {
+    const data = validateWith(writeSpec, body, store);
+    const token = data.ClientRequestToken as string | undefined;
+    if (!token) return execute(data);
+
+    const at = now();
+    for (const [t, entry] of tokens) if (entry.done && at - entry.at > TOKEN_TTL_MS) tokens.delete(t);
+    const { ClientRequestToken: _, ...request } = body;
+    const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
+    const previous = tokens.get(token);
+    if (previous) {
+      if (previous.hash !== hash) throw errors.idempotentParameterMismatch();
+      if (!previous.done) throw errors.transactionInProgress();
+      return previous.result;
+    }
+    tokens.set(token, { hash, done: false, at, result: {} });
+    try {
+      const result = await execute(data);
+      tokens.set(token, { hash, done: true, at: now(), result });
+      return result;
+    } catch (err) {
+      tokens.delete(token);
+      throw err;
+    }
+  }
+
+  /** TransactGetItems: every item read under its lock, so no transaction is seen half applied. */
+  async function get(body: Record<string, unknown>) {
+    const data = validateWith(getSpec, body, store);
+    const reads = await prepareReads(store, data.TransactItems as { Get: Record<string, unknown> }[]);
+    const unlock = await lockAll(reads);
+    try {
+      const responses = await Promise.all(reads.map((r) => runAction('GetItem', store, r.data)));
+      const bytes = responses.reduce((sum, { Item }) => sum + (Item ? dynaliteDb.itemSize(Item as Item) : 0), 0);
+      if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
+      return { Responses: responses.map(({ Item }) => (Item ? { Item } : {})) };
+    } finally {
+      unlock();
+    }
+  }
+
+  return { write, get };
+}
