@@ -21,6 +21,9 @@ Flags:
   --shard-max-records N  ... or after this many records (default 100000)
   --ttl-interval DUR     how often expired items are looked for (default 10s)
   --ttl-delay DUR        how late after expiry items are deleted (default 0s)
+  --lock-wait DUR        how long a request waits for an item held by another before
+                         it is answered TransactionConflict (default 2s; 0s answers at
+                         once, as DynamoDB does; 'forever' waits as long as it takes)
   --ttl-update-interval DUR
                          how long after one UpdateTimeToLive the next is refused
                          (default 1h, as DynamoDB; 0s allows switching TTL at will)
@@ -68,6 +71,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'ttl-interval': { type: 'string' },
       'ttl-delay': { type: 'string' },
       'ttl-update-interval': { type: 'string' },
+      'lock-wait': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -86,5 +90,6 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     ttlSweepIntervalMs: duration('ttl-interval', values['ttl-interval']),
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
     ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),
+    lockWaitMs: values['lock-wait'] === 'forever' ? Number.POSITIVE_INFINITY : duration('lock-wait', values['lock-wait']),
   };
 }

@@ -191,7 +191,7 @@ export function runAction(operation: DynaliteOperation, store: Store, data: Reco
       if (settled) return;
       settled = true;
       onThrow?.();
-      reject(errors.validation(`An expression of this request could not be evaluated on an item: ${(err as Error)?.message ?? err}`));
+      reject(unevaluable(err));
     };
     const done: Callback<Record<string, unknown>> = (err, result) => {
       if (settled) return;
@@ -205,6 +205,11 @@ export function runAction(operation: DynaliteOperation, store: Store, data: Reco
       fail(err);
     }
   });
+}
+
+/** What a request gets when dynalite throws while evaluating one of its expressions on an item. */
+export function unevaluable(err: unknown) {
+  return errors.validation(`An expression of this request could not be evaluated on an item: ${(err as Error)?.message ?? err}`);
 }
 
 /** A store whose sub-databases run the action's callbacks, and its streams' listeners, inside try/catch. */

@@ -43,6 +43,8 @@ export const errors = {
       `Transaction cancelled, please refer cancellation reasons for specific reasons [${reasons.map((r) => r.Code).join(', ')}]`,
       { CancellationReasons: reasons },
     ),
+  /** A single write or read meeting an item held by a transaction that does not let go in time. */
+  transactionConflict: () => new EngineError(400, `${dynamodb}TransactionConflictException`, 'Transaction is ongoing for the item'),
   transactionInProgress: () =>
     new EngineError(400, `${dynamodb}TransactionInProgressException`, 'Request with the given ClientRequestToken is already in progress'),
   idempotentParameterMismatch: () =>

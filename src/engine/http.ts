@@ -4,7 +4,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { EngineError, errors } from './errors.ts';
 import { unsupported } from './operations.ts';
-import { type RequestContext, signingRegion } from './region.ts';
+import { signingRegion } from './region.ts';
+import type { RequestContext } from './request-context.ts';
 
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 

@@ -12,6 +12,7 @@ import { createDispatch } from './dispatch.ts';
 import { createStore, type Store } from './dynalite.ts';
 import { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
+import { ItemLocks } from './item-locks.ts';
 import { createItemWrites } from './items.ts';
 import { listen } from './listener.ts';
 import { type EngineOptions, withDefaults } from './options.ts';
@@ -46,8 +47,15 @@ export interface Engine {
     /** Runs the TTL sweeper now; resolves to the number of items deleted. */
     sweepTtl(): Promise<number>;
   };
+  /** What the engine holds and has done, for tests and benchmarks (figures, not a stable API). */
+  stats(): EngineStats;
   /** Stops listening, waits for requests in flight, and closes the database. */
   close(): Promise<void>;
+}
+
+export interface EngineStats {
+  /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
+  locks: { held: number; waiting: number; conflicts: number };
 }
 
 const MINUTE = 60_000;
@@ -76,11 +84,13 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
 
   const log = new StreamLog(store.db, settings.region, now, settings.stream);
   await log.load();
-  const items = createItemWrites(store, log);
+  const locks = new ItemLocks({ waitMs: settings.lockWaitMs, maxWaitersPerItem: settings.limits.lockWaitersPerItem });
+  const storage = { store, log, locks };
+  const items = createItemWrites(storage);
   const ttl = createTtl(store, store.db, items.write, now, settings.ttl);
   await ttl.load();
   const tables = createTables(store, log, ttl.forget);
-  const transactions = createTransactions(store, log, now);
+  const transactions = createTransactions(storage, now);
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();
 
@@ -88,9 +98,9 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     store,
     faults,
     dynamodb: {
-      PutItem: (body) => items.write('PutItem', body),
-      UpdateItem: (body) => items.write('UpdateItem', body),
-      DeleteItem: (body) => items.write('DeleteItem', body),
+      PutItem: (body, { stall }) => items.write('PutItem', body, { stall }),
+      UpdateItem: (body, { stall }) => items.write('UpdateItem', body, { stall }),
+      DeleteItem: (body, { stall }) => items.write('DeleteItem', body, { stall }),
       BatchWriteItem: items.batchWrite,
       TransactWriteItems: transactions.write,
       TransactGetItems: transactions.get,
@@ -151,6 +161,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     port: listener.port,
     faults,
     answer: protocol.answer,
+    stats: () => ({ locks: locks.stats() }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),

@@ -1,4 +1,6 @@
 /** The engine's options and their defaults. */
+import { MAX_WAITERS_PER_ITEM } from './item-locks.ts';
+
 export interface EngineOptions {
   /** TCP port; 0 (the default) picks a free one. */
   port?: number;
@@ -34,8 +36,23 @@ export interface EngineOptions {
   ttlUpdateIntervalMs?: number;
   /** How long a new table stays CREATING (default 0). */
   createTableMs?: number;
+  /**
+   * How long a request waits for the locks of the items it touches before it is answered
+   * as DynamoDB answers contention: TransactionCanceledException with reason
+   * TransactionConflict for transactions, TransactionConflictException for single writes
+   * (default 2 s; 0 answers at once as DynamoDB does; Infinity waits as long as it takes,
+   * for deterministic tests).
+   */
+  lockWaitMs?: number;
+  /** Bounds of the engine's queues and caches; the defaults suit a server, tests lower them to reach them. */
+  limits?: Partial<Limits>;
   /** Where unexpected internal errors are reported (default console.error). */
   onError?: (err: unknown) => void;
+}
+
+export interface Limits {
+  /** Requests that may wait for one item's lock; one more is answered TransactionConflict at once. */
+  lockWaitersPerItem: number;
 }
 
 const MINUTE = 60_000;
@@ -60,6 +77,8 @@ export function withDefaults(options: EngineOptions) {
       updateIntervalMs: options.ttlUpdateIntervalMs ?? 60 * MINUTE,
     },
     createTableMs: options.createTableMs ?? 0,
+    lockWaitMs: options.lockWaitMs ?? 2_000,
+    limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, ...options.limits },
     onError: options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err)),
   };
 }

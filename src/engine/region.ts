@@ -6,12 +6,6 @@
  * in and out.
  */
 
-/** What the engine knows about one request besides its body. */
-export interface RequestContext {
-  /** The region the client signed the request for (or the engine's own, in process). */
-  region: string;
-}
-
 /** `Credential=<key id>/<date>/<region>/<service>/aws4_request` in a SigV4 Authorization header. */
 const CREDENTIAL_SCOPE = /Credential=[^/,\s]+\/\d{8}\/([a-z0-9-]{1,64})\/[^/,\s]+\/aws4_request/;
 

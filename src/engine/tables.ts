@@ -4,7 +4,8 @@
  */
 import { getTable, requestTypes, runAction, type Store, type TableDescription, validate, validateWith } from './dynalite.ts';
 import { errors } from './errors.ts';
-import { inRegion, type RequestContext, tableInRegion } from './region.ts';
+import { inRegion, tableInRegion } from './region.ts';
+import type { RequestContext } from './request-context.ts';
 import type { StreamLog } from './streams/log.ts';
 import { type ViewType, viewTypes } from './streams/records.ts';
 

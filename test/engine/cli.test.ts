@@ -20,6 +20,7 @@ describe('engine flags', () => {
       '--ttl-interval',
       '--ttl-delay',
       '--ttl-update-interval',
+      '--lock-wait',
       '--help',
     ]) {
       expect(help).toContain(flag);

@@ -1,7 +1,8 @@
 /** The DynamoDB Streams API (DynamoDBStreams_20120810.*) over the stream log. */
 import { validateWith } from '../dynalite.ts';
 import { errors } from '../errors.ts';
-import { inRegion, type RequestContext } from '../region.ts';
+import { inRegion } from '../region.ts';
+import type { RequestContext } from '../request-context.ts';
 import type { Entry, Shard, Stream, StreamLog } from './log.ts';
 import { formatSeq } from './records.ts';
 

@@ -1,13 +1,15 @@
 /**
- * TransactWriteItems and TransactGetItems. A transaction locks every item it touches (with
- * dynalite's own per-item locks, so single writes wait for it), evaluates every condition
- * against the stored items, and only if all pass writes everything in one LevelDB batch.
+ * TransactWriteItems and TransactGetItems. A transaction locks every item it touches (the
+ * same locks single writes take), evaluates every condition against the stored items, and
+ * only if all pass writes everything in one LevelDB batch. One that cannot get its locks
+ * in time is cancelled with TransactionConflict, as DynamoDB cancels under contention.
  */
 import { createHash } from 'node:crypto';
-import { dynaliteDb, type Item, runAction, type Store, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
+import { dynaliteDb, type Item, runAction, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from '../errors.ts';
-import type { StreamLog } from '../streams/log.ts';
-import { WriteSet } from '../write-set.ts';
+import { LockConflict, lockId } from '../item-locks.ts';
+import type { RequestContext } from '../request-context.ts';
+import { type Storage, WriteSet } from '../write-set.ts';
 import { MAX_TRANSACTION_BYTES, prepareReads, prepareWrites, tooLarge, type WriteAction } from './actions.ts';
 import { getSpec, operationOf, writeSpec } from './specs.ts';
 
@@ -20,24 +22,32 @@ interface Reason {
   Item?: Item;
 }
 
-export function createTransactions(store: Store, log: StreamLog, now: () => number) {
+const conflictReason = { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' };
+
+export function createTransactions(storage: Storage, now: () => number) {
+  const { store } = storage;
   const tokens = new Map<string, { hash: string; done: boolean; at: number; result: Record<string, unknown> }>();
 
-  /** Takes dynalite's item locks on every key, table by table in name order (so two transactions never deadlock). */
-  async function lockAll(keys: { table: TableDescription; lockKey: string }[]) {
-    const byTable = new Map<string, string[]>();
-    for (const { table, lockKey } of keys) byTable.set(table.TableName, [...(byTable.get(table.TableName) ?? []), lockKey]);
-    const releases: (() => void)[] = [];
-    for (const tableName of [...byTable.keys()].sort()) {
-      releases.push(
-        await new Promise<() => void>((resolve) =>
-          store.getItemDb(tableName).lock(byTable.get(tableName) as string[], (release) => resolve(release(() => undefined))),
-        ),
-      );
+  /**
+   * Takes the locks of every item, then waits out an injected stall.
+   * @throws TransactionCanceledException with TransactionConflict for the item not granted in time
+   */
+  async function lockAll(actions: { table: TableDescription; lockKey: string }[], { stall }: RequestContext) {
+    const ids = actions.map(({ table, lockKey }) => lockId(table.TableName, lockKey));
+    let release: () => void;
+    try {
+      release = await storage.locks.acquire(ids);
+    } catch (err) {
+      if (!(err instanceof LockConflict)) throw err;
+      throw errors.transactionCanceled(ids.map((id) => (id === err.key ? conflictReason : { Code: 'None' })));
     }
-    return () => {
-      for (const release of releases.reverse()) release();
-    };
+    try {
+      await stall?.();
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return release;
   }
 
   async function evaluate(action: WriteAction, writeSet: WriteSet): Promise<Reason | undefined> {
@@ -68,11 +78,11 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
     }
   }
 
-  async function execute(data: Record<string, unknown>) {
+  async function execute(data: Record<string, unknown>, context: RequestContext) {
     const actions = await prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
-    const unlock = await lockAll(actions);
+    const unlock = await lockAll(actions, context);
     try {
-      const writeSet = new WriteSet(store, log, 'transaction');
+      const writeSet = new WriteSet(storage, 'transaction');
       const reasons: (Reason | undefined)[] = [];
       // Every condition is checked against the stored items before anything is written.
       for (const action of actions) reasons.push(await evaluate(action, writeSet));
@@ -91,10 +101,10 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
    * TransactWriteItems, all or nothing. A repeated ClientRequestToken within 10 minutes
    * returns the first call's result without applying anything again.
    */
-  async function write(body: Record<string, unknown>) {
+  async function write(body: Record<string, unknown>, context: RequestContext) {
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
-    if (!token) return execute(data);
+    if (!token) return execute(data, context);
 
     const at = now();
     for (const [t, entry] of tokens) if (entry.done && at - entry.at > TOKEN_TTL_MS) tokens.delete(t);
@@ -108,7 +118,7 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
     }
     tokens.set(token, { hash, done: false, at, result: {} });
     try {
-      const result = await execute(data);
+      const result = await execute(data, context);
       tokens.set(token, { hash, done: true, at: now(), result });
       return result;
     } catch (err) {
@@ -118,10 +128,10 @@ export function createTransactions(store: Store, log: StreamLog, now: () => numb
   }
 
   /** TransactGetItems: every item read under its lock, so no transaction is seen half applied. */
-  async function get(body: Record<string, unknown>) {
+  async function get(body: Record<string, unknown>, context: RequestContext) {
     const data = validateWith(getSpec, body, store);
     const reads = await prepareReads(store, data.TransactItems as { Get: Record<string, unknown> }[]);
-    const unlock = await lockAll(reads);
+    const unlock = await lockAll(reads, context);
     try {
       const responses = await Promise.all(reads.map((r) => runAction('GetItem', store, r.data)));
       const bytes = responses.reduce((sum, { Item }) => sum + (Item ? dynaliteDb.itemSize(Item as Item) : 0), 0);
