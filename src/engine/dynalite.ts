@@ -52,7 +52,8 @@ export interface MainDb {
   batch(ops: LevelOp[]): Promise<void>;
   put(key: string, value: unknown): Promise<void>;
   get(key: string): Promise<unknown>;
-  values(options: { gte?: string; lt?: string }): AsyncIterable<unknown>;
+  values(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<unknown>;
+  keys(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<string>;
   close(cb?: Callback): Promise<void> | undefined;
 }
 

@@ -46,6 +46,8 @@ export interface Engine {
     trimStream(table: string, before?: number): Promise<number>;
     /** Runs the TTL sweeper now; resolves to the number of items deleted. */
     sweepTtl(): Promise<number>;
+    /** Deletes the ClientRequestTokens whose 10 minutes have passed (done every minute anyway); resolves to how many. */
+    pruneTokens(): Promise<number>;
   };
   /** What the engine holds and has done, for tests and benchmarks (figures, not a stable API). */
   stats(): EngineStats;
@@ -56,6 +58,8 @@ export interface Engine {
 export interface EngineStats {
   /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
   locks: { held: number; waiting: number; conflicts: number };
+  /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
+  tokens: { inFlight: number; pruned: number };
 }
 
 const MINUTE = 60_000;
@@ -90,7 +94,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   const ttl = createTtl(store, store.db, items.write, now, settings.ttl);
   await ttl.load();
   const tables = createTables(store, log, ttl.forget);
-  const transactions = createTransactions(storage, now);
+  const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();
 
@@ -135,6 +139,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   const timers = [
     every(Math.max(10, Math.min(MINUTE, retentionMs / 4, shardMaxAgeMs / 4)), () => log.tick()),
     every(ttl.intervalMs, () => ttl.sweep()),
+    every(MINUTE, () => transactions.pruneTokens()),
   ];
   function every(ms: number, task: () => Promise<unknown>) {
     let running: Promise<unknown> | undefined;
@@ -161,12 +166,13 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     port: listener.port,
     faults,
     answer: protocol.answer,
-    stats: () => ({ locks: locks.stats() }),
+    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats() }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),
       trimStream: (table, before = Number.POSITIVE_INFINITY) => log.trim(streamOf(table), before),
       sweepTtl: () => ttl.sweep(),
+      pruneTokens: () => transactions.pruneTokens(),
     },
     close() {
       closing ??= (async () => {

@@ -1,5 +1,6 @@
 /** The engine's options and their defaults. */
 import { MAX_WAITERS_PER_ITEM } from './item-locks.ts';
+import { MAX_PENDING_TOKENS } from './transactions/tokens.ts';
 
 export interface EngineOptions {
   /** TCP port; 0 (the default) picks a free one. */
@@ -53,6 +54,8 @@ export interface EngineOptions {
 export interface Limits {
   /** Requests that may wait for one item's lock; one more is answered TransactionConflict at once. */
   lockWaitersPerItem: number;
+  /** Transactions with a ClientRequestToken in flight at once; one more is answered ThrottlingException. */
+  pendingTokens: number;
 }
 
 const MINUTE = 60_000;
@@ -78,7 +81,7 @@ export function withDefaults(options: EngineOptions) {
     },
     createTableMs: options.createTableMs ?? 0,
     lockWaitMs: options.lockWaitMs ?? 2_000,
-    limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, ...options.limits },
+    limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, pendingTokens: MAX_PENDING_TOKENS, ...options.limits },
     onError: options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err)),
   };
 }

@@ -121,10 +121,13 @@ export class WriteSet {
     return this.changes.reduce((sum, { newItem }) => sum + (newItem ? dynaliteDb.itemSize(newItem) : 0), 0);
   }
 
-  /** Writes everything captured so far in one batch; stream records become readable once it lands. */
-  async commit() {
+  /**
+   * Writes everything captured so far in one batch, with `alongside` (a transaction's token);
+   * stream records become readable once it lands.
+   */
+  async commit(alongside: LevelOp[] = []) {
     const changes = this.changes.splice(0);
-    const ops = this.ops.splice(0);
+    const ops = [...this.ops.splice(0), ...alongside];
     if (ops.length === 0) return;
     const stream = this.log.prepare(changes);
     try {

@@ -5,16 +5,14 @@
  * in time is cancelled with TransactionConflict, as DynamoDB cancels under contention.
  */
 import { createHash } from 'node:crypto';
-import { dynaliteDb, type Item, runAction, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
+import { dynaliteDb, type Item, type LevelOp, runAction, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from '../errors.ts';
 import { LockConflict, lockId } from '../item-locks.ts';
 import type { RequestContext } from '../request-context.ts';
 import { type Storage, WriteSet } from '../write-set.ts';
 import { MAX_TRANSACTION_BYTES, prepareReads, prepareWrites, tooLarge, type WriteAction } from './actions.ts';
 import { getSpec, operationOf, writeSpec } from './specs.ts';
-
-/** DynamoDB remembers a ClientRequestToken for 10 minutes. */
-const TOKEN_TTL_MS = 10 * 60 * 1000;
+import { createTokens } from './tokens.ts';
 
 interface Reason {
   Code: string;
@@ -24,9 +22,9 @@ interface Reason {
 
 const conflictReason = { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' };
 
-export function createTransactions(storage: Storage, now: () => number) {
+export function createTransactions(storage: Storage, now: () => number, maxPendingTokens?: number) {
   const { store } = storage;
-  const tokens = new Map<string, { hash: string; done: boolean; at: number; result: Record<string, unknown> }>();
+  const tokens = createTokens(store.db, now, maxPendingTokens);
 
   /**
    * Takes the locks of every item, then waits out an injected stall.
@@ -78,7 +76,8 @@ export function createTransactions(storage: Storage, now: () => number) {
     }
   }
 
-  async function execute(data: Record<string, unknown>, context: RequestContext) {
+  /** Runs the transaction; `alongside` (its token) is committed in the same batch as its writes. */
+  async function execute(data: Record<string, unknown>, context: RequestContext, alongside: LevelOp[] = []) {
     const actions = await prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
     const unlock = await lockAll(actions, context);
     try {
@@ -90,7 +89,7 @@ export function createTransactions(storage: Storage, now: () => number) {
       // Updates are measured once applied: the items they leave count toward the limit.
       const bytes = writeSet.stagedItemBytes();
       if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
-      await writeSet.commit();
+      await writeSet.commit(alongside);
     } finally {
       unlock();
     }
@@ -105,25 +104,14 @@ export function createTransactions(storage: Storage, now: () => number) {
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
     if (!token) return execute(data, context);
-
-    const at = now();
-    for (const [t, entry] of tokens) if (entry.done && at - entry.at > TOKEN_TTL_MS) tokens.delete(t);
     const { ClientRequestToken: _, ...request } = body;
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
-    const previous = tokens.get(token);
-    if (previous) {
-      if (previous.hash !== hash) throw errors.idempotentParameterMismatch();
-      if (!previous.done) throw errors.transactionInProgress();
-      return previous.result;
-    }
-    tokens.set(token, { hash, done: false, at, result: {} });
+    const claim = await tokens.claim(token, hash);
+    if ('result' in claim) return claim.result;
     try {
-      const result = await execute(data, context);
-      tokens.set(token, { hash, done: true, at: now(), result });
-      return result;
-    } catch (err) {
-      tokens.delete(token);
-      throw err;
+      return await execute(data, context, claim.ops);
+    } finally {
+      claim.release();
     }
   }
 
@@ -142,5 +130,5 @@ export function createTransactions(storage: Storage, now: () => number) {
     }
   }
 
-  return { write, get };
+  return { write, get, pruneTokens: tokens.prune, tokenStats: tokens.stats };
 }
