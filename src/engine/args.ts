@@ -19,6 +19,8 @@ Flags:
   --stream-retention DUR how long stream records are kept (default 24h)
   --shard-max-age DUR    a shard closes and gets a child after this long (default 4h)
   --shard-max-records N  ... or after this many records (default 100000)
+  --stream-cache-mb N    MiB of the newest stream records also kept in memory
+                         (default 8); older ones are read from disk
   --ttl-interval DUR     how often expired items are looked for (default 10s)
   --ttl-delay DUR        how late after expiry items are deleted (default 0s)
   --lock-wait DUR        how long a request waits for an item held by another before
@@ -49,6 +51,8 @@ function integer(flag: string, value: string | undefined, min: number, max: numb
   return n;
 }
 
+const mebibytes = (n: number | undefined) => (n === undefined ? undefined : n * 1024 * 1024);
+
 function regionName(value: string | undefined) {
   if (value === undefined) return undefined;
   if (!/^[a-z]{2}(-[a-z]+)+-\d+$/.test(value)) throw new Error(`--region must be a region name such as eu-west-2 (got "${value}")`);
@@ -68,6 +72,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'stream-retention': { type: 'string' },
       'shard-max-age': { type: 'string' },
       'shard-max-records': { type: 'string' },
+      'stream-cache-mb': { type: 'string' },
       'ttl-interval': { type: 'string' },
       'ttl-delay': { type: 'string' },
       'ttl-update-interval': { type: 'string' },
@@ -87,6 +92,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     streamRetentionMs: duration('stream-retention', values['stream-retention']),
     shardMaxAgeMs: duration('shard-max-age', values['shard-max-age']),
     shardMaxRecords: integer('shard-max-records', values['shard-max-records'], 1, 10_000_000),
+    streamCacheBytes: mebibytes(integer('stream-cache-mb', values['stream-cache-mb'], 0, 65_536)),
     ttlSweepIntervalMs: duration('ttl-interval', values['ttl-interval']),
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
     ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),

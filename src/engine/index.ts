@@ -60,6 +60,11 @@ export interface EngineStats {
   locks: { held: number; waiting: number; conflicts: number };
   /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
   tokens: { inFlight: number; pruned: number };
+  /**
+   * Stream records: in the memory cache now (count, bytes), reads served from it or from disk
+   * so far, and records read at start (the last one of each stream, however long it is).
+   */
+  streams: { cachedRecords: number; cachedBytes: number; cacheHits: number; diskReads: number; readAtStart: number };
 }
 
 const MINUTE = 60_000;
@@ -166,7 +171,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     port: listener.port,
     faults,
     answer: protocol.answer,
-    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats() }),
+    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats(), streams: log.stats() }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),

@@ -1,5 +1,6 @@
 /** The engine's options and their defaults. */
 import { MAX_WAITERS_PER_ITEM } from './item-locks.ts';
+import { STREAM_CACHE_BYTES } from './streams/record-cache.ts';
 import { MAX_PENDING_TOKENS } from './transactions/tokens.ts';
 
 export interface EngineOptions {
@@ -25,6 +26,12 @@ export interface EngineOptions {
   shardMaxAgeMs?: number;
   /** ... or after this many records (default 100,000). */
   shardMaxRecords?: number;
+  /**
+   * Bytes of the newest stream records (by SizeBytes) also kept in memory for readers at
+   * the tail (default 8 MiB). Records are on disk (or in the in-memory store) either way;
+   * older ones are read from there.
+   */
+  streamCacheBytes?: number;
   /** How often expired items are looked for (default 10 s). */
   ttlSweepIntervalMs?: number;
   /** How late after its expiry an item is deleted (default 0). */
@@ -73,6 +80,7 @@ export function withDefaults(options: EngineOptions) {
       retentionMs: options.streamRetentionMs ?? 24 * 60 * MINUTE,
       shardMaxAgeMs: options.shardMaxAgeMs ?? 4 * 60 * MINUTE,
       shardMaxRecords: options.shardMaxRecords ?? 100_000,
+      cacheBytes: options.streamCacheBytes ?? STREAM_CACHE_BYTES,
     },
     ttl: {
       sweepIntervalMs: options.ttlSweepIntervalMs ?? 10_000,

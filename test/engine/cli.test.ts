@@ -17,6 +17,7 @@ describe('engine flags', () => {
       '--stream-retention',
       '--shard-max-age',
       '--shard-max-records',
+      '--stream-cache-mb',
       '--ttl-interval',
       '--ttl-delay',
       '--ttl-update-interval',
