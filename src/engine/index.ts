@@ -20,7 +20,8 @@ import { createStreamsApi } from './streams/api.ts';
 import { StreamLog } from './streams/log.ts';
 import { createTables } from './tables.ts';
 import { createTransactions } from './transactions/index.ts';
-import { createTtl } from './ttl.ts';
+import { createTtl } from './ttl/index.ts';
+import { TtlSettings } from './ttl/settings.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
 export type { EngineOptions } from './options.ts';
@@ -60,6 +61,8 @@ export interface EngineStats {
   locks: { held: number; waiting: number; conflicts: number };
   /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
   tokens: { inFlight: number; pruned: number };
+  /** TTL: expiry index entries the sweeper examined and items it deleted, items indexed when TTL was enabled, so far. */
+  ttl: { itemsTouched: number; itemsDeleted: number; itemsIndexed: number };
   /**
    * Stream records: in the memory cache now (count, bytes), reads served from it or from disk
    * so far, and records read at start (the last one of each stream, however long it is).
@@ -94,9 +97,10 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   const log = new StreamLog(store.db, settings.region, now, settings.stream);
   await log.load();
   const locks = new ItemLocks({ waitMs: settings.lockWaitMs, maxWaitersPerItem: settings.limits.lockWaitersPerItem });
-  const storage = { store, log, locks };
+  const ttlSettings = new TtlSettings(store.db);
+  const storage = { store, log, locks, expiry: ttlSettings };
   const items = createItemWrites(storage);
-  const ttl = createTtl(store, store.db, items.write, now, settings.ttl);
+  const ttl = createTtl({ store, settings: ttlSettings, write: items.write, now, onError }, settings.ttl);
   await ttl.load();
   const tables = createTables(store, log, ttl.forget);
   const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
@@ -171,7 +175,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     port: listener.port,
     faults,
     answer: protocol.answer,
-    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats(), streams: log.stats() }),
+    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats(), streams: log.stats(), ttl: ttl.stats() }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),
@@ -187,6 +191,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
         while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         listener.dropConnections();
         await closed;
+        await ttl.close();
         await log.flush();
         await new Promise<void>((resolve, reject) => store.lifecycleManager.gracefulClose((err) => (err ? reject(err) : resolve())));
       })();

@@ -23,11 +23,13 @@ import { type ItemLocks, LockConflict, lockId } from './item-locks.ts';
 import type { StreamLog } from './streams/log.ts';
 import type { ItemChange } from './streams/records.ts';
 
-/** What writes go through: the store, the stream log, the item locks. */
+/** What writes go through: the store, the stream log, the item locks, the TTL expiry index. */
 export interface Storage {
   store: Store;
   log: StreamLog;
   locks: ItemLocks;
+  /** The expiry index entries that committed changes add and remove. */
+  expiry: { indexOps(changes: ItemChange[]): LevelOp[] };
 }
 
 type Mode =
@@ -131,7 +133,7 @@ export class WriteSet {
     if (ops.length === 0) return;
     const stream = this.log.prepare(changes);
     try {
-      await this.real.db.batch([...ops, ...stream.ops]);
+      await this.real.db.batch([...ops, ...stream.ops, ...this.storage.expiry.indexOps(changes)]);
     } catch (err) {
       stream.settle(false);
       throw err;
@@ -190,7 +192,7 @@ export class WriteSet {
       newItem ? { type: 'put', key: levelKeys.item(tableName, key), value: newItem } : { type: 'del', key: levelKeys.item(tableName, key) },
     );
     if (table && image) {
-      this.changes.push({ tableName, keys: keyOf(image, table), oldItem, newItem, byTtl: this.options.byTtl });
+      this.changes.push({ tableName, itemKey: key, keys: keyOf(image, table), oldItem, newItem, byTtl: this.options.byTtl });
     }
     if (this.mode === 'transaction') return process.nextTick(cb);
     this.commit().then(() => cb(), cb);
