@@ -140,6 +140,7 @@ export function createStore(options: { path?: string; createTableMs: number }): 
 
 /** Prefixes under which dynalite 4.0.0 keeps a table's items and index entries in its one LevelDB. */
 export const levelKeys = {
+  table: (name: string) => `table~${name}`,
   item: (table: string, key: string) => `item-${table}~${key}`,
   index: (type: string, table: string, index: string, key: string) => `index-${type.toLowerCase()}~${table}~${index}~${key}`,
 };

@@ -102,7 +102,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   const items = createItemWrites(storage);
   const ttl = createTtl({ store, settings: ttlSettings, write: items.write, now, onError }, settings.ttl);
   await ttl.load();
-  const tables = createTables(store, log, ttl.forget);
+  const tables = createTables(store, log, ttl);
+  await tables.recover();
   const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();

@@ -117,7 +117,8 @@ export class StreamLog {
     return this.streams.get(this.idOf(arn));
   }
 
-  async enable(tableName: string, tableArn: string, keySchema: KeySchemaElement[], viewType: ViewType) {
+  /** Opens a stream for the table; `alongside` (the table's description) is written in the same batch. */
+  async enable(tableName: string, tableArn: string, keySchema: KeySchemaElement[], viewType: ViewType, alongside: LevelOp[] = []) {
     let createdAt = this.now();
     // Labels are timestamps; two streams of one table must not share one.
     while ([...this.streams.values()].some((s) => s.tableName === tableName && s.createdAt === createdAt)) createdAt++;
@@ -141,18 +142,19 @@ export class StreamLog {
     stream.shards.push(shard);
     this.streams.set(this.idOf(arn), stream);
     this.cache.open(arn, shard.startSeq);
-    await this.saveMeta(stream, [this.shardOp(stream, shard)]);
+    await this.saveMeta(stream, [...alongside, this.shardOp(stream, shard)]);
     shard.saved = true;
     return stream;
   }
 
-  async disable(tableName: string) {
+  /** Closes the table's stream; `alongside` (the table's description) is written in the same batch. */
+  async disable(tableName: string, alongside: LevelOp[] = []) {
     const stream = this.current(tableName);
-    if (!stream) return;
+    if (!stream) return this.db.batch(alongside);
     stream.enabled = false;
     stream.disabledAt = this.now();
     stream.endSeq = this.closeOpenShard(stream)?.endSeq;
-    await this.saveMeta(stream);
+    await this.saveMeta(stream, alongside);
   }
 
   /**

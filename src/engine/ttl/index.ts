@@ -97,6 +97,7 @@ export function createTtl({ store, settings, write, now, onError }: TtlDeps, opt
     update,
     describe,
     forget,
+    tables: () => settings.entries().map(([table]) => table),
     /** Deletes every item due now (after indexing asked for so far is done); resolves to how many. */
     async sweep() {
       await jobs.idle();
