@@ -117,10 +117,12 @@ export function createTables(store: Store, log: StreamLog, ttl: TtlOfTables) {
       }
       return spec ? log.disable(table.TableName, alongside) : store.db.batch(alongside);
     };
-    const updated = data
-      ? ((await runJoined('UpdateTable', data, (tableOp) => changeStream([tableOp]))).TableDescription as TableDescription)
-      : (await changeStream([]), table);
-    return { TableDescription: describe(updated, context) };
+    if (!data) {
+      await changeStream([]);
+      return { TableDescription: describe(table, context) };
+    }
+    const result = await runJoined('UpdateTable', data, (tableOp) => changeStream([tableOp]));
+    return { TableDescription: describe(result.TableDescription as TableDescription, context) };
   }
 
   async function remove(body: Record<string, unknown>, context: RequestContext) {
