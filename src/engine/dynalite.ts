@@ -48,7 +48,8 @@ export interface LevelOp {
 }
 
 export interface MainDb {
-  open(): Promise<void>;
+  /** Options are LevelDB's (classic-level) with --data; the in-memory store ignores them. */
+  open(options?: { maxOpenFiles?: number }): Promise<void>;
   batch(ops: LevelOp[]): Promise<void>;
   put(key: string, value: unknown): Promise<void>;
   get(key: string): Promise<unknown>;

@@ -71,12 +71,19 @@ export interface EngineStats {
 }
 
 const MINUTE = 60_000;
+/**
+ * LevelDB tables kept open at once (LevelDB's default is 1,000). Each open table holds its
+ * index in memory, so the default lets memory grow with the data up to about 3 GB of it;
+ * past this bound a read of an old table opens it again (slower, and rare: reads go mostly
+ * to recent data).
+ */
+const LEVELDB_MAX_OPEN_FILES = 128;
 
 async function openStore(dataDir: string | undefined, createTableMs: number) {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const store = createStore({ path: dataDir, createTableMs });
   try {
-    await store.db.open();
+    await store.db.open({ maxOpenFiles: LEVELDB_MAX_OPEN_FILES });
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause;
     if (cause?.code === 'LEVEL_LOCKED') {
