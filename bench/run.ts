@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { catchUp } from './catch-up.ts';
 import { contendedAppends } from './contention.ts';
+import { type EnduranceResult, endurance } from './endurance.ts';
 import { engineCost } from './engine-cost.ts';
 import { fanOut } from './fan-out.ts';
 import { singleRequestLatency } from './latency.ts';
@@ -36,17 +37,73 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
   }
 }
 
+function enduranceRows(result: EnduranceResult): Row[] {
+  const writes = result.writes.toLocaleString('en-US');
+  return [
+    [
+      `engine endurance: RSS after ${writes} writes (1 KB items, NEW_AND_OLD_IMAGES stream)`,
+      `${result.rssEndMiB.toFixed(0)} MiB (uncollected ${result.rssEndUncollectedMiB.toFixed(0)}, peak ${result.rssPeakMiB.toFixed(0)})`,
+      `after 10,000: ${result.rssBaselineMiB.toFixed(0)} MiB (uncollected ${result.rssBaselineUncollectedMiB.toFixed(0)}; target < 1.2x)`,
+      ratio(result.rssRatio),
+    ],
+    [
+      'engine endurance: write rate, last 10% of the writes',
+      perSecond(result.lastTenthPerSecond),
+      `first 10%: ${perSecond(result.firstTenthPerSecond)} (target > 0.8x)`,
+      ratio(result.throughputRatio),
+    ],
+    [
+      `engine endurance: restart to first answer (first stream record) on that data, ${result.dataDirMiB.toFixed(0)} MiB`,
+      `${ms(result.restart.dataMs)} (${ms(result.restart.dataFirstRecordMs)})`,
+      `on a fresh folder: ${ms(result.restart.emptyMs)} (${ms(result.restart.emptyFirstRecordMs)})`,
+      ratio(result.restart.ratio),
+    ],
+  ];
+}
+
+function printTable(rows: Row[]) {
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0), 8));
+  const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padEnd(widths[i] as number)).join(' | ')} |`;
+  console.log(line(['benchmark', 'result', 'baseline (same run)', 'ratio']));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
+
+function writeResults(file: string, results: Record<string, unknown>) {
+  mkdirSync('bench/results', { recursive: true });
+  writeFileSync(`bench/results/${file}`, `${JSON.stringify(results, null, 2)}\n`);
+  console.log(
+    `\n${cpus().length} CPUs, Node ${process.version}, ${(results.seconds as number).toFixed(0)} s; written to bench/results/${file}`,
+  );
+}
+
+const machine = () => ({
+  startedAt: new Date().toISOString(),
+  node: process.version,
+  cpus: cpus().length,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+});
+
+/** `npm run bench -- endurance [writes]`: the endurance rows alone. */
+async function enduranceOnly(writes: number) {
+  const began = performance.now();
+  step(`endurance: ${writes.toLocaleString('en-US')} writes`);
+  const result = await endurance(writes, step);
+  printTable(enduranceRows(result));
+  writeResults('endurance.json', { ...machine(), endurance: result, seconds: (performance.now() - began) / 1000 });
+}
+
 async function main() {
   // The SDK's note that releases after January 2027 need Node 22: known, and not for this table.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  const [only, count] = process.argv.slice(2);
+  const writes = count === undefined ? 1_000_000 : Number(count);
+  if (!Number.isSafeInteger(writes) || writes < 100_000) throw new Error(`writes must be a whole number of at least 100000 (got ${count})`);
+  if (only === 'endurance') return enduranceOnly(writes);
+  if (only !== undefined) throw new Error(`unknown benchmark ${only}: run all of them, or 'endurance' alone`);
   const began = performance.now();
   const rows: Row[] = [];
-  const results: Record<string, unknown> = {
-    startedAt: new Date().toISOString(),
-    node: process.version,
-    cpus: cpus().length,
-    memoryGiB: Math.round(totalmem() / 2 ** 30),
-  };
+  const results: Record<string, unknown> = machine();
 
   await withServer({}, async (server) => {
     step('single requests: appendEvent vs PutItem, run(id) vs Query');
@@ -181,17 +238,13 @@ async function main() {
   }
   rows.push(['engine: TransactWriteItems (2 puts), 8 concurrent', perSecond(engine.transactOpsPerSecond), 'dynalite has none', '']);
 
+  step(`engine endurance: ${writes.toLocaleString('en-US')} writes (the longest part)`);
+  results.endurance = await endurance(writes, step);
+  rows.push(...enduranceRows(results.endurance as EnduranceResult));
+
   results.seconds = (performance.now() - began) / 1000;
-  const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0), 8));
-  const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padEnd(widths[i] as number)).join(' | ')} |`;
-  console.log(line(['benchmark', 'result', 'baseline (same run)', 'ratio']));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of rows) console.log(line(row));
-  mkdirSync('bench/results', { recursive: true });
-  writeFileSync('bench/results/latest.json', `${JSON.stringify(results, null, 2)}\n`);
-  console.log(
-    `\n${cpus().length} CPUs, Node ${process.version}, ${(results.seconds as number).toFixed(0)} s; written to bench/results/latest.json`,
-  );
+  printTable(rows);
+  writeResults('latest.json', results);
 }
 
 main().catch((err) => {
