@@ -7,21 +7,14 @@
  *
  * This folder imports nothing from the rest of Runplane.
  */
-import { mkdirSync } from 'node:fs';
-import { createDispatch } from './dispatch.ts';
-import { createStore, type Store } from './dynalite.ts';
-import { Faults } from './faults.ts';
+import type { Store } from './dynalite.ts';
+import type { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
-import { ItemLocks } from './item-locks.ts';
-import { createItemWrites } from './items.ts';
 import { listen } from './listener.ts';
+import { openStore } from './open-store.ts';
 import { type EngineOptions, withDefaults } from './options.ts';
-import { createStreamsApi } from './streams/api.ts';
-import { StreamLog } from './streams/log.ts';
-import { createTables } from './tables.ts';
-import { createTransactions } from './transactions/index.ts';
-import { createTtl } from './ttl/index.ts';
-import { TtlSettings } from './ttl/settings.ts';
+import { assemble } from './parts.ts';
+import { startUpkeep } from './upkeep.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
 export type { EngineOptions } from './options.ts';
@@ -70,70 +63,14 @@ export interface EngineStats {
   streams: { cachedRecords: number; cachedBytes: number; cacheHits: number; diskReads: number; readAtStart: number };
 }
 
-const MINUTE = 60_000;
-/**
- * LevelDB tables kept open at once (LevelDB's default is 1,000). Each open table holds its
- * index in memory, so the default lets memory grow with the data up to about 3 GB of it;
- * past this bound a read of an old table opens it again (slower, and rare: reads go mostly
- * to recent data).
- */
-const LEVELDB_MAX_OPEN_FILES = 128;
-
-async function openStore(dataDir: string | undefined, createTableMs: number) {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const store = createStore({ path: dataDir, createTableMs });
-  try {
-    await store.db.open({ maxOpenFiles: LEVELDB_MAX_OPEN_FILES });
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause;
-    if (cause?.code === 'LEVEL_LOCKED') {
-      throw new Error(`engine: the data folder ${dataDir} is in use by another process`, { cause: err });
-    }
-    throw err;
-  }
-  return store;
-}
-
 export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
   const settings = withDefaults(options);
-  const { now, onError } = settings;
+  const { onError } = settings;
   const store: Store = await openStore(settings.dataDir, settings.createTableMs);
   // Tables created from now on carry the engine's region in their ARNs.
   store.tableDb.awsRegion = settings.region;
 
-  const log = new StreamLog(store.db, settings.region, now, settings.stream);
-  await log.load();
-  const locks = new ItemLocks({ waitMs: settings.lockWaitMs, maxWaitersPerItem: settings.limits.lockWaitersPerItem });
-  const ttlSettings = new TtlSettings(store.db);
-  const storage = { store, log, locks, expiry: ttlSettings };
-  const items = createItemWrites(storage);
-  const ttl = createTtl({ store, settings: ttlSettings, write: items.write, now, onError }, settings.ttl);
-  await ttl.load();
-  const tables = createTables(store, log, ttl);
-  await tables.recover();
-  const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
-  const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
-  const faults = new Faults();
-
-  const dispatch = createDispatch({
-    store,
-    faults,
-    dynamodb: {
-      PutItem: (body, { stall }) => items.write('PutItem', body, { stall }),
-      UpdateItem: (body, { stall }) => items.write('UpdateItem', body, { stall }),
-      DeleteItem: (body, { stall }) => items.write('DeleteItem', body, { stall }),
-      BatchWriteItem: items.batchWrite,
-      TransactWriteItems: transactions.write,
-      TransactGetItems: transactions.get,
-      CreateTable: tables.create,
-      UpdateTable: tables.update,
-      DeleteTable: tables.remove,
-      DescribeTable: tables.describe,
-      UpdateTimeToLive: ttl.update,
-      DescribeTimeToLive: ttl.describe,
-    },
-    streams: streamsApi.handle,
-  });
+  const { log, locks, ttl, transactions, faults, dispatch } = await assemble(settings, store);
   const inFlight = new Set<Promise<unknown>>();
   const tracked: typeof dispatch = (...request) => {
     const work = dispatch(...request);
@@ -151,27 +88,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   });
   const listener = await listen(settings.port, settings.host, protocol.http);
 
-  // Background upkeep, one pass at a time: stream rollover and trimming, TTL sweeping.
-  const { retentionMs, shardMaxAgeMs } = settings.stream;
-  const timers = [
-    every(Math.max(10, Math.min(MINUTE, retentionMs / 4, shardMaxAgeMs / 4)), () => log.tick()),
-    every(ttl.intervalMs, () => ttl.sweep()),
-    every(MINUTE, () => transactions.pruneTokens()),
-  ];
-  function every(ms: number, task: () => Promise<unknown>) {
-    let running: Promise<unknown> | undefined;
-    const timer = setInterval(() => {
-      if (running) return;
-      running = task()
-        .catch(onError)
-        .finally(() => {
-          running = undefined;
-        });
-    }, ms);
-    timer.unref();
-    return { stop: () => clearInterval(timer), idle: () => running ?? Promise.resolve() };
-  }
-
+  const upkeep = startUpkeep(settings, { log, ttl, transactions });
   const streamOf = (table: string) => {
     const stream = log.current(table);
     if (!stream) throw new Error(`table ${table} has no enabled stream`);
@@ -193,9 +110,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     },
     close() {
       closing ??= (async () => {
-        for (const timer of timers) timer.stop();
         const closed = listener.stopListening();
-        await Promise.allSettled(timers.map((t) => t.idle()));
+        await upkeep.stop();
         while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
         listener.dropConnections();
         await closed;

@@ -19,17 +19,7 @@ import {
   streamKey,
   streamPrefix,
 } from './keys.ts';
-
-export interface LoadedShard extends StoredShard {
-  /** Records numbered in it so far. */
-  count: number;
-}
-
-export interface LoadedStream extends StoredStream {
-  shards: LoadedShard[];
-  /** The highest sequence number of a record of the stream (0: none). */
-  lastSeq: number;
-}
+import { closeDerived, type Stream } from './model.ts';
 
 /** A stream's value as written before shards had keys of their own. */
 interface EarlierStream extends Omit<StoredStream, 'trimmedThrough'> {
@@ -37,26 +27,29 @@ interface EarlierStream extends Omit<StoredStream, 'trimmedThrough'> {
 }
 
 /** The streams, and how many record values it took to read them (one per stream with records). */
-export async function loadStreams(db: MainDb): Promise<{ streams: LoadedStream[]; recordsRead: number }> {
-  const streams = new Map<string, LoadedStream>();
+export async function loadStreams(db: MainDb): Promise<{ streams: Stream[]; recordsRead: number }> {
+  const streams = new Map<string, Stream>();
   const rewrites: LevelOp[] = [];
   for await (const value of db.values({ gte: streamPrefix, lt: `${streamPrefix}\xff` })) {
     const stream = 'shards' in (value as object) ? upgrade(value as EarlierStream, rewrites) : (value as StoredStream);
-    streams.set(stream.arn, { ...stream, shards: [], lastSeq: 0 });
+    streams.set(stream.arn, { ...stream, shards: [], lastSeq: 0, pending: [] });
   }
   if (rewrites.length > 0) await db.batch(rewrites);
   for await (const value of db.values({ gte: shardPrefix, lt: `${shardPrefix}\xff` })) {
-    const shard = value as StoredShard;
+    const { arn, ...shard } = value as StoredShard;
     // Keys sort by start, so shards arrive in order.
-    streams.get(shard.arn)?.shards.push({ ...shard, count: 0 });
+    streams.get(arn)?.shards.push({ ...shard, count: 0, saved: true });
   }
   let recordsRead = 0;
-  for (const stream of streams.values()) recordsRead += await readLastRecord(db, stream);
+  for (const stream of streams.values()) {
+    recordsRead += await readLastRecord(db, stream);
+    closeDerived(stream);
+  }
   return { streams: [...streams.values()], recordsRead };
 }
 
 /** Where numbering goes on: the stream's last record, and how many its shard holds. */
-async function readLastRecord(db: MainDb, stream: LoadedStream) {
+async function readLastRecord(db: MainDb, stream: Stream) {
   for await (const value of db.values({ gte: recordPrefix(stream.arn), lt: recordsEnd(stream.arn), reverse: true, limit: 1 })) {
     const last = value as StoredRecord;
     stream.lastSeq = last.seq;

@@ -1,3 +1,5 @@
+export type { Shard, Stream } from './model.ts';
+
 /**
  * The stream log: per-table streams and their shards in memory (small), their records on
  * disk in the engine's LevelDB. A record is written in the same LevelDB batch as the item
@@ -7,9 +9,10 @@
 import { randomBytes } from 'node:crypto';
 import type { KeySchemaElement, LevelOp, MainDb } from '../dynalite.ts';
 import { inRegion } from '../region.ts';
-import { recordKey, recordsEnd, type StoredRecord, type StoredShard, type StoredStream, shardKey, streamKey } from './keys.ts';
+import { recordKey, type StoredRecord, type StoredShard, type StoredStream, shardKey, streamKey } from './keys.ts';
 import { loadStreams } from './load.ts';
-import { RecordCache } from './record-cache.ts';
+import { horizonOf, type Shard, type Stream } from './model.ts';
+import { RecordStore } from './record-store.ts';
 import { buildRecord, type ItemChange, unchanged, type ViewType } from './records.ts';
 
 export interface StreamLogOptions {
@@ -23,30 +26,9 @@ export interface StreamLogOptions {
   cacheBytes?: number;
 }
 
-export interface Shard extends Omit<StoredShard, 'arn'> {
-  /** Set once the shard is closed: its last sequence number (its child starts right after). */
-  endSeq?: number;
-  closedAt?: number;
-  /** Records numbered in it so far (for rollover by count). */
-  count: number;
-  /** Whether its definition has landed on disk; until then every batch with one of its records carries it. */
-  saved: boolean;
-}
-
-export interface Stream extends StoredStream {
-  shards: Shard[];
-  /** The highest sequence number given to a record of this stream. */
-  lastSeq: number;
-  /** Sequence numbers whose batch is in flight, ascending: readers see nothing from the first on. */
-  pending: number[];
-}
-
-/** Records deleted per LevelDB batch when trimming; a trim goes on batch after batch. */
-const TRIM_BATCH = 1_000;
-
 export class StreamLog {
   private readonly streams = new Map<string, Stream>();
-  private readonly cache: RecordCache;
+  private readonly records: RecordStore;
   private lastSeq = 0;
   private readAtStart = 0;
   private metaWrites: Promise<unknown> = Promise.resolve();
@@ -57,31 +39,19 @@ export class StreamLog {
     private readonly now: () => number,
     private readonly options: StreamLogOptions,
   ) {
-    this.cache = new RecordCache(options.cacheBytes);
+    this.records = new RecordStore(db, options.cacheBytes);
   }
 
   /** Reads stream and shard definitions written before a restart; records stay on disk. */
   async load() {
     const { streams, recordsRead } = await loadStreams(this.db);
     this.readAtStart = recordsRead;
-    for (const loaded of streams) {
-      const shards: Shard[] = loaded.shards.map(({ arn: _, ...shard }) => ({ ...shard, saved: true }));
-      const stream: Stream = { ...loaded, shards, pending: [] };
-      this.closeDerived(stream);
+    for (const stream of streams) {
       this.streams.set(this.idOf(stream.arn), stream);
-      this.cache.open(stream.arn, stream.lastSeq);
-      const ends = [stream.lastSeq, stream.trimmedThrough, stream.endSeq ?? 0, ...shards.map((s) => s.startSeq)];
+      this.records.open(stream.arn, stream.lastSeq);
+      const ends = [stream.lastSeq, stream.trimmedThrough, stream.endSeq ?? 0, ...stream.shards.map((s) => s.startSeq)];
       this.lastSeq = Math.max(this.lastSeq, ...ends);
     }
-  }
-
-  /** A shard ends where its child starts; the last one of a disabled stream where the stream ended. */
-  private closeDerived(stream: Stream) {
-    stream.shards.forEach((shard, i) => {
-      const child = stream.shards[i + 1];
-      if (child) Object.assign(shard, { endSeq: child.startSeq - 1, closedAt: child.createdAt });
-      else if (!stream.enabled) Object.assign(shard, { endSeq: stream.endSeq ?? stream.lastSeq, closedAt: stream.disabledAt });
-    });
   }
 
   /** Streams are known by their ARN in the engine's region, whatever region it was named in. */
@@ -141,7 +111,7 @@ export class StreamLog {
     const shard = this.newShard(undefined, createdAt);
     stream.shards.push(shard);
     this.streams.set(this.idOf(arn), stream);
-    this.cache.open(arn, shard.startSeq);
+    this.records.open(arn, shard.startSeq);
     await this.saveMeta(stream, [...alongside, this.shardOp(stream, shard)]);
     shard.saved = true;
     return stream;
@@ -189,7 +159,7 @@ export class StreamLog {
       ops,
       settle: (ok) => {
         for (const { stream, shards, stored } of appended) {
-          if (ok) this.cache.add(stream.arn, stored);
+          if (ok) this.records.add(stream.arn, stored);
           if (ok) for (const shard of shards) shard.saved = true;
           stream.pending.splice(stream.pending.indexOf(stored.seq), 1);
         }
@@ -242,7 +212,7 @@ export class StreamLog {
 
   /** Below this every record of the stream has landed or failed: readers go no further. */
   horizon(stream: Stream) {
-    return stream.pending.length > 0 ? (stream.pending[0] as number) - 1 : stream.lastSeq;
+    return horizonOf(stream);
   }
 
   /** The highest sequence number trimmed away within the shard. */
@@ -250,49 +220,19 @@ export class StreamLog {
     return Math.min(stream.trimmedThrough, shard.endSeq ?? stream.trimmedThrough);
   }
 
-  /**
-   * Up to `limit` committed records of the shard after `position`, from memory when the
-   * cache holds them, else from disk. `drained`: a closed shard has nothing more.
-   */
-  async read(stream: Stream, shard: Shard, position: number, limit: number) {
-    const horizon = this.horizon(stream);
-    const end = Math.min(horizon, shard.endSeq ?? Number.POSITIVE_INFINITY);
-    let records: StoredRecord[] = [];
-    if (position < end && this.cache.covers(stream.arn, position)) {
-      records = this.cache.read(stream.arn, position, end, limit);
-    } else if (position < end) {
-      const range = { gt: recordKey(stream.arn, position), lte: recordKey(stream.arn, end), limit };
-      for await (const value of this.db.values(range)) records.push(value as StoredRecord);
-    }
-    const drained = shard.endSeq !== undefined && horizon >= shard.endSeq && records.length < limit;
-    return { records, drained };
+  /** Up to `limit` committed records of the shard after `position`; `drained`: a closed shard has nothing more. */
+  read(stream: Stream, shard: Shard, position: number, limit: number) {
+    return this.records.read(stream, shard, position, limit);
   }
 
   /** Removes committed records created before `cutoff` (all of them for Infinity), oldest first, in batches. */
   async trim(stream: Stream, cutoff: number) {
-    let trimmed = 0;
-    for (let more = true; more; ) {
-      const horizon = this.horizon(stream);
-      const ops: LevelOp[] = [];
-      let through = stream.trimmedThrough;
-      const range = { gt: recordKey(stream.arn, through), lt: recordsEnd(stream.arn), limit: TRIM_BATCH };
-      more = false;
-      for await (const value of this.db.values(range)) {
-        const { seq, createdAt } = value as StoredRecord;
-        more = seq <= horizon && createdAt < cutoff;
-        if (!more) break;
-        ops.push({ type: 'del', key: recordKey(stream.arn, seq) });
-        through = seq;
-      }
-      if (ops.length === 0) break;
-      more &&= ops.length === TRIM_BATCH;
-      // The deletes and the horizon that remembers them land together: a restart never
-      // forgets how far the stream went (and so never hands out a number twice).
+    // The deletes and the horizon that remembers them land together: a restart never
+    // forgets how far the stream went (and so never hands out a number twice).
+    return this.records.trim(stream, cutoff, (ops, through) => {
       stream.trimmedThrough = Math.max(stream.trimmedThrough, through);
-      await this.saveMeta(stream, ops);
-      trimmed += ops.length;
-    }
-    return trimmed;
+      return this.saveMeta(stream, ops);
+    });
   }
 
   /** Periodic upkeep: shards past their age roll over, records past retention are trimmed, old shards go. */
@@ -314,7 +254,7 @@ export class StreamLog {
       }
       if (!stream.enabled && expired(stream.disabledAt) && stream.shards.length === 0) {
         this.streams.delete(this.idOf(stream.arn));
-        this.cache.drop(stream.arn);
+        this.records.drop(stream.arn);
         await this.saveMeta(stream, [{ type: 'del', key: streamKey(stream.arn) }]);
       }
     }
@@ -342,7 +282,7 @@ export class StreamLog {
   }
 
   stats() {
-    const { records, bytes, hits, misses } = this.cache.stats();
+    const { records, bytes, hits, misses } = this.records.cacheStats();
     return { cachedRecords: records, cachedBytes: bytes, cacheHits: hits, diskReads: misses, readAtStart: this.readAtStart };
   }
 }
