@@ -80,6 +80,17 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
     expect(await counter(client, name)).toBe('5');
   });
 
+  test('pruning goes through more tokens than one batch holds (500)', async () => {
+    const clock = manualClock();
+    const { engine, client } = await ownEngine({ now: clock.now });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    for (let i = 0; i < 520; i += 20) await Promise.all(Array.from({ length: 20 }, (_, j) => increment(client, name, `bulk-${i + j}`)));
+    clock.advance(11 * 60_000);
+    expect(await engine.control.pruneTokens()).toBe(520);
+    expect(await engine.control.pruneTokens()).toBe(0);
+  });
+
   test('one transaction with a token more than the bound in flight is answered ThrottlingException', async () => {
     const { engine, client } = await ownEngine({ lockWaitMs: Number.POSITIVE_INFINITY, limits: { pendingTokens: 1 } });
     leftovers.push(() => engine.close());

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   BatchWriteItemCommand,
+  DeleteTableCommand,
   type DynamoDBClient,
   GetItemCommand,
   ScanCommand,
@@ -112,6 +113,19 @@ describe.skipIf(onlyEmbedded)('the TTL expiry index', () => {
     expect(await engine.control.sweepTtl()).toBe(0);
     await setTtl(client, table, true);
     expect(await engine.control.sweepTtl()).toBe(5);
+  });
+
+  test('deleting a table clears its index entries (more than one batch of them): a new table of that name inherits none', async () => {
+    const { engine, client, table } = await setUp();
+    await setTtl(client, table, true);
+    await putMany(client, table, 'gone', 1_100, seconds() + 60);
+    await client.send(new DeleteTableCommand({ TableName: table }));
+    await createTestTable(client, { name: table, stream: false });
+    await setTtl(client, table, true);
+    clock.advance(61_000);
+    expect(await engine.control.sweepTtl()).toBe(0);
+    // Entries left behind would have been touched (and found stale).
+    expect(engine.stats().ttl.itemsTouched).toBe(0);
   });
 
   test('the index is kept across a restart, and a table with TTL from before the index is indexed at start', async () => {

@@ -16,7 +16,7 @@ export function createIndexJobs(store: Store, settings: TtlSettings, onError: (e
   const { db } = store;
   const queues = new Map<string, Promise<void>>();
   let itemsIndexed = 0;
-  /** Set when the engine closes: jobs stop between batches (and go on after the next start). */
+  /** Set when the engine closes: indexing stops between batches (and goes on after the next start). */
   let stopped = false;
 
   function schedule(table: string, job: (table: string) => Promise<void>) {
@@ -55,10 +55,14 @@ export function createIndexJobs(store: Store, settings: TtlSettings, onError: (e
     }
   }
 
-  /** Deletes the table's index entries, unless TTL is switched on again meanwhile (its backfill re-adds them). */
+  /**
+   * Deletes the table's index entries, all of them even if TTL is switched on again (or the
+   * table created again) meanwhile: the indexing that follows it in the queue re-adds the
+   * entries of the items there are.
+   */
   async function clear(table: string) {
-    while (!stopped) {
-      if (settings.get(table)?.enabled) return;
+    // Not stopped by close: nothing would resume it after a restart, and deleting keys is quick.
+    for (;;) {
       const keys: string[] = [];
       for await (const key of db.keys({ gte: indexPrefix(table), lt: `${indexPrefix(table)}\xff`, limit: CLEAR_BATCH })) keys.push(key);
       if (keys.length > 0) await db.batch(keys.map((key) => ({ type: 'del' as const, key })));
@@ -73,7 +77,7 @@ export function createIndexJobs(store: Store, settings: TtlSettings, onError: (e
     async idle() {
       while (queues.size > 0) await Promise.all([...queues.values()]);
     },
-    /** Stops the jobs at their next batch; they go on after the next start. */
+    /** Stops indexing at its next batch; it goes on after the next start. */
     stop() {
       stopped = true;
     },
