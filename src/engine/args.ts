@@ -20,7 +20,7 @@ Flags:
   --shard-max-age DUR    a shard closes and gets a child after this long (default 4h)
   --shard-max-records N  ... or after this many records (default 100000)
   --stream-cache-mb N    MiB of the newest stream records also kept in memory
-                         (default 8); older ones are read from disk
+                         (default 2); older ones are read from disk
   --ttl-interval DUR     how often expired items are looked for (default 10s)
   --ttl-delay DUR        how late after expiry items are deleted (default 0s)
   --lock-wait DUR        how long a request waits for an item held by another before

@@ -28,7 +28,7 @@ export interface EngineOptions {
   shardMaxRecords?: number;
   /**
    * Bytes of the newest stream records (by SizeBytes) also kept in memory for readers at
-   * the tail (default 8 MiB). Records are on disk (or in the in-memory store) either way;
+   * the tail (default 2 MiB). Records are on disk (or in the in-memory store) either way;
    * older ones are read from there.
    */
   streamCacheBytes?: number;

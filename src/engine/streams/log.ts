@@ -139,6 +139,7 @@ export class StreamLog {
     const now = this.now();
     for (const change of changes) {
       const stream = this.current(change.tableName);
+      // No stream, or a write that left the item as it was: no record, as in DynamoDB.
       if (!stream || unchanged(change)) continue;
       const shard = this.writableShard(stream, now);
       const seq = ++this.lastSeq;
@@ -169,6 +170,7 @@ export class StreamLog {
 
   private writableShard(stream: Stream, now: number) {
     const shard = stream.shards.at(-1) as Shard;
+    // Past its age or its record count, the shard closes and its child takes the record.
     if (now - shard.createdAt >= this.options.shardMaxAgeMs || shard.count >= this.options.shardMaxRecords) return this.rolloverNow(stream);
     return shard;
   }
@@ -177,9 +179,13 @@ export class StreamLog {
   rollover(stream: Stream) {
     if (!stream.enabled) return;
     const child = this.rolloverNow(stream);
-    void this.saveMeta(stream, [this.shardOp(stream, child)]).then(() => {
-      child.saved = true;
-    });
+    // Should this write fail, the child's definition goes with its first record's batch instead.
+    this.saveMeta(stream, [this.shardOp(stream, child)]).then(
+      () => {
+        child.saved = true;
+      },
+      () => undefined,
+    );
   }
 
   private rolloverNow(stream: Stream) {
