@@ -10,7 +10,8 @@
  *   collector happened to be would otherwise move the figure by 20-30% on its own. The
  *   same without the collection and the peak during the run are reported too;
  * - write throughput over the last 10% of the writes against the first 10% (target above
- *   0.8x), pauses excluded;
+ *   0.8x), pauses excluded; beside it the engine's CPU time per write in the same windows,
+ *   which other processes on a shared machine move much less than they move throughput;
  * - restart to first answer on that data (spawn to a successful DescribeTable, and to the
  *   first record read from the start of the stream) against the same on a fresh folder, the
  *   median of three restarts each.
@@ -20,7 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { DescribeStreamCommand, DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
@@ -47,6 +48,12 @@ export interface EnduranceResult {
   firstTenthPerSecond: number;
   lastTenthPerSecond: number;
   throughputRatio: number;
+  /** The engine's CPU per write in the same windows: its own cost, whatever else the machine runs. */
+  firstTenthCpuMsPerWrite: number;
+  lastTenthCpuMsPerWrite: number;
+  cpuRatio: number;
+  /** The machine's load average at the start and end of each window. */
+  loadAverage: { firstTenth: number[]; lastTenth: number[] };
   restart: { dataMs: number; dataFirstRecordMs: number; emptyMs: number; emptyFirstRecordMs: number; ratio: number };
   dataDirMiB: number;
   seconds: number;
@@ -99,14 +106,26 @@ async function settledRss(engine: BenchProcess) {
   return { uncollected, collected: await median() };
 }
 
-/** Writes `total` new 1 KB items with 16 writers; calls `at(n)` when n writes are done, with the writers paused. */
-async function write(dynamo: DynamoDBClient, total: number, marks: number[], at: (n: number) => Promise<void>) {
+interface Mark {
+  /** Seconds of writing so far, pauses excluded. */
+  at: number;
+  /** CPU seconds the engine process has used (all its threads, LevelDB's compactions included). */
+  cpu: number;
+  /** The machine's load average over the last minute (the other processes' share of the cores). */
+  load: number;
+}
+
+/**
+ * Writes `total` new 1 KB items with 16 writers; calls `at(n)` when n writes are done, with
+ * the writers paused. Returns time and engine CPU at the start, at each mark and at the end.
+ */
+async function write(engine: BenchProcess, dynamo: DynamoDBClient, total: number, marks: number[], at: (n: number) => Promise<void>) {
   let started = 0;
   let done = 0;
   let pause: Promise<void> | undefined;
-  const markTimes = new Map<number, number>();
   let pausedMs = 0;
-  const clock = () => performance.now() - pausedMs;
+  const mark = (): Mark => ({ at: (performance.now() - pausedMs) / 1000, cpu: engine.cpuSeconds(), load: loadavg()[0] as number });
+  const reached = new Map<number, Mark>([[0, mark()]]);
   await Promise.all(
     Array.from({ length: WRITERS }, async (_, writer) => {
       while (started < total) {
@@ -115,7 +134,7 @@ async function write(dynamo: DynamoDBClient, total: number, marks: number[], at:
         await dynamo.send(new PutItemCommand({ TableName: TABLE, Item: { pk: { S: `w${writer}-${n}` }, body: { S: body(n) } } }));
         done++;
         if (!marks.includes(done) || pause) continue;
-        markTimes.set(done, clock());
+        reached.set(done, mark());
         const pausedAt = performance.now();
         // The mark is reached: the other writers wait while it is measured.
         pause = at(done).finally(() => {
@@ -125,8 +144,8 @@ async function write(dynamo: DynamoDBClient, total: number, marks: number[], at:
       }
     }),
   );
-  markTimes.set(total, clock());
-  return markTimes;
+  reached.set(total, mark());
+  return reached;
 }
 
 /** Spawn to the first successful DescribeTable, and to the first record read from the stream's oldest shard. */
@@ -185,11 +204,11 @@ export async function endurance(totalWrites = 1_000_000, log: (line: string) => 
       rssPeakMiB = Math.max(rssPeakMiB, engine.rssMiB());
     }, 500);
     const tenth = Math.round(totalWrites / 10);
-    let times: Map<number, number>;
+    let marks: Map<number, Mark>;
     try {
       const { dynamo } = clients(/on (http:\S+)/.exec(engine.output())?.[1] as string);
       await createTable(dynamo);
-      times = await write(dynamo, totalWrites, [BASELINE_WRITES, tenth, totalWrites - tenth], async (n) => {
+      marks = await write(engine, dynamo, totalWrites, [BASELINE_WRITES, tenth, totalWrites - tenth], async (n) => {
         log(`${n} writes, engine RSS ${engine.rssMiB().toFixed(0)} MiB`);
         if (n === BASELINE_WRITES) baseline = await settledRss(engine);
       });
@@ -201,9 +220,12 @@ export async function endurance(totalWrites = 1_000_000, log: (line: string) => 
       await engine.stop();
     }
 
-    const span = (from: number, to: number) => ((times.get(to) as number) - (times.get(from) ?? 0)) / 1000;
-    const firstTenthPerSecond = tenth / span(0, tenth);
-    const lastTenthPerSecond = tenth / span(totalWrites - tenth, totalWrites);
+    const window = (from: number, to: number) => {
+      const [a, b] = [marks.get(from) as Mark, marks.get(to) as Mark];
+      return { perSecond: tenth / (b.at - a.at), cpuMsPerWrite: ((b.cpu - a.cpu) * 1000) / tenth, load: [a.load, b.load] };
+    };
+    const first = window(0, tenth);
+    const last = window(totalWrites - tenth, totalWrites);
     const loaded = await restart(dataDir);
     return {
       writes: totalWrites,
@@ -213,9 +235,13 @@ export async function endurance(totalWrites = 1_000_000, log: (line: string) => 
       rssBaselineUncollectedMiB: baseline.uncollected,
       rssEndUncollectedMiB: end.uncollected,
       rssPeakMiB,
-      firstTenthPerSecond,
-      lastTenthPerSecond,
-      throughputRatio: lastTenthPerSecond / firstTenthPerSecond,
+      firstTenthPerSecond: first.perSecond,
+      lastTenthPerSecond: last.perSecond,
+      throughputRatio: last.perSecond / first.perSecond,
+      firstTenthCpuMsPerWrite: first.cpuMsPerWrite,
+      lastTenthCpuMsPerWrite: last.cpuMsPerWrite,
+      cpuRatio: last.cpuMsPerWrite / first.cpuMsPerWrite,
+      loadAverage: { firstTenth: first.load, lastTenth: last.load },
       restart: {
         dataMs: loaded.answeredMs,
         dataFirstRecordMs: loaded.firstRecordMs,

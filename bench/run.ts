@@ -53,6 +53,12 @@ function enduranceRows(result: EnduranceResult): Row[] {
       ratio(result.throughputRatio),
     ],
     [
+      'engine endurance: engine CPU per write, last 10% of the writes',
+      `${result.lastTenthCpuMsPerWrite.toFixed(2)} ms`,
+      `first 10%: ${result.firstTenthCpuMsPerWrite.toFixed(2)} ms (machine load ${result.loadAverage.firstTenth.map((l) => l.toFixed(1)).join('-')} / ${result.loadAverage.lastTenth.map((l) => l.toFixed(1)).join('-')})`,
+      ratio(result.cpuRatio),
+    ],
+    [
       `engine endurance: restart to first answer (first stream record) on that data, ${result.dataDirMiB.toFixed(0)} MiB`,
       `${ms(result.restart.dataMs)} (${ms(result.restart.dataFirstRecordMs)})`,
       `on a fresh folder: ${ms(result.restart.emptyMs)} (${ms(result.restart.emptyFirstRecordMs)})`,
