@@ -3,10 +3,11 @@ import { mkdirSync } from 'node:fs';
 import { createStore } from './dynalite.ts';
 
 /**
- * LevelDB tables kept open at once (LevelDB's default is 1,000). Each open table holds its
- * index in memory, so the default lets memory grow with the data up to about 3 GB of it;
- * past this bound a read of an old table opens it again (slower, and rare: reads go mostly
- * to recent data).
+ * LevelDB tables kept open at once (LevelDB's default is 1,000). An open table is memory-
+ * mapped and holds its index and bloom filter, so memory grows with the data as long as
+ * tables are opened: measured over a million 1 KB writes (2.2 GB of data), 1,000 open tables
+ * ended at 3.6x the RSS after 10,000 writes, 128 at 1.1x. Past this bound a lookup in a
+ * table not open opens it again, which costs CPU on large data (see the endurance figures).
  */
 const LEVELDB_MAX_OPEN_FILES = 128;
 
