@@ -8,6 +8,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { catchUp } from './catch-up.ts';
 import { contendedAppends } from './contention.ts';
+import { endurance } from './endurance.ts';
+import { enduranceRows } from './endurance-rows.ts';
 import { engineCost } from './engine-cost.ts';
 import { fanOut } from './fan-out.ts';
 import { singleRequestLatency } from './latency.ts';
@@ -37,13 +39,20 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
   }
 }
 
-/** `npm run bench -- <section> ...` runs only those sections; with none, all of them. */
-const sections = ['requests', 'contention', 'fan-out', 'slow-readers', 'engine'] as const;
-const asked = process.argv.slice(2);
+/**
+ * `npm run bench -- <section> ... [writes]` runs only those sections (with none, all of them)
+ * and writes bench/results/<sections>.json; a number is the endurance section's write count.
+ */
+const sections = ['requests', 'contention', 'fan-out', 'slow-readers', 'engine', 'endurance'] as const;
+const args = process.argv.slice(2);
+const asked = args.filter((arg) => !/^\d+$/.test(arg));
 for (const name of asked) {
   if (!(sections as readonly string[]).includes(name)) throw new Error(`no benchmark section ${name}: ${sections.join(', ')}`);
 }
 const wanted = (name: (typeof sections)[number]) => asked.length === 0 || asked.includes(name);
+const writes = Number(args.find((arg) => /^\d+$/.test(arg)) ?? 1_000_000);
+if (writes < 100_000) throw new Error(`the endurance write count must be at least 100000 (got ${writes})`);
+const resultsFile = asked.length === 0 ? 'latest.json' : `${asked.join('+')}.json`;
 
 async function main() {
   // The SDK's note that releases after January 2027 need Node 22: known, and not for this table.
@@ -129,6 +138,11 @@ async function main() {
   if (wanted('fan-out')) await fanOutSection(rows, results);
   if (wanted('slow-readers')) await slowReadersSection(rows, results);
   if (wanted('engine')) await engineSection(rows, results);
+  if (wanted('endurance')) {
+    step(`engine endurance: ${writes.toLocaleString('en-US')} writes (the longest part)`);
+    results.endurance = await endurance(writes, step);
+    rows.push(...enduranceRows(results.endurance as Awaited<ReturnType<typeof endurance>>));
+  }
 
   results.seconds = (performance.now() - began) / 1000;
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0), 8));
@@ -137,9 +151,9 @@ async function main() {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows) console.log(line(row));
   mkdirSync('bench/results', { recursive: true });
-  writeFileSync('bench/results/latest.json', `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(`bench/results/${resultsFile}`, `${JSON.stringify(results, null, 2)}\n`);
   console.log(
-    `\n${cpus().length} CPUs, Node ${process.version}, ${(results.seconds as number).toFixed(0)} s; written to bench/results/latest.json`,
+    `\n${cpus().length} CPUs, Node ${process.version}, ${(results.seconds as number).toFixed(0)} s; written to bench/results/${resultsFile}`,
   );
 }
 

@@ -33,11 +33,11 @@ export async function startProcess(
   env: Record<string, string>,
   ready: RegExp[],
   args: string[] = [],
-  { ipc = false, quiet = false }: { ipc?: boolean; quiet?: boolean } = {},
+  { ipc = false, quiet = false, nodeFlags = [] }: { ipc?: boolean; quiet?: boolean; nodeFlags?: string[] } = {},
 ): Promise<BenchProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), '--import', 'tsx', script, ...args],
+    [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeFlags, '--import', 'tsx', script, ...args],
     {
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
       stdio: ['ignore', 'pipe', quiet ? 'pipe' : 'inherit', ...(ipc ? (['ipc'] as const) : [])],

@@ -13,12 +13,22 @@ Flags:
   --host ADDR            address to listen on (default 127.0.0.1)
   --data DIR             keep data in DIR across restarts (default .runplane/data)
   --in-memory            keep nothing on disk
+  --region NAME          the engine's own region, for unsigned requests (default
+                         AWS_REGION, else us-east-1); signed ones get their own
   --iterator-ttl DUR     shard iterator lifetime (default 15m)
   --stream-retention DUR how long stream records are kept (default 24h)
   --shard-max-age DUR    a shard closes and gets a child after this long (default 4h)
   --shard-max-records N  ... or after this many records (default 100000)
+  --stream-cache-mb N    MiB of the newest stream records also kept in memory
+                         (default 2); older ones are read from disk
   --ttl-interval DUR     how often expired items are looked for (default 10s)
   --ttl-delay DUR        how late after expiry items are deleted (default 0s)
+  --lock-wait DUR        how long a request waits for an item held by another before
+                         it is answered TransactionConflict (default 2s; 0s answers at
+                         once, as DynamoDB does; 'forever' waits as long as it takes)
+  --ttl-update-interval DUR
+                         how long after one UpdateTimeToLive the next is refused
+                         (default 1h, as DynamoDB; 0s allows switching TTL at will)
   -h, --help             show this help
 
 Durations take a unit: 500ms, 30s, 15m, 24h.
@@ -41,6 +51,14 @@ function integer(flag: string, value: string | undefined, min: number, max: numb
   return n;
 }
 
+const mebibytes = (n: number | undefined) => (n === undefined ? undefined : n * 1024 * 1024);
+
+function regionName(value: string | undefined) {
+  if (value === undefined) return undefined;
+  if (!/^[a-z]{2}(-[a-z]+)+-\d+$/.test(value)) throw new Error(`--region must be a region name such as eu-west-2 (got "${value}")`);
+  return value;
+}
+
 export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
   const { values } = parseArgs({
     args: argv,
@@ -49,12 +67,16 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       host: { type: 'string' },
       data: { type: 'string' },
       'in-memory': { type: 'boolean' },
+      region: { type: 'string' },
       'iterator-ttl': { type: 'string' },
       'stream-retention': { type: 'string' },
       'shard-max-age': { type: 'string' },
       'shard-max-records': { type: 'string' },
+      'stream-cache-mb': { type: 'string' },
       'ttl-interval': { type: 'string' },
       'ttl-delay': { type: 'string' },
+      'ttl-update-interval': { type: 'string' },
+      'lock-wait': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -65,11 +87,15 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     port: integer('port', values.port, 0, 65535) ?? 8000,
     host: values.host ?? '127.0.0.1',
     dataDir: values['in-memory'] ? undefined : resolve(values.data ?? '.runplane/data'),
+    region: regionName(values.region),
     iteratorTtlMs: duration('iterator-ttl', values['iterator-ttl']),
     streamRetentionMs: duration('stream-retention', values['stream-retention']),
     shardMaxAgeMs: duration('shard-max-age', values['shard-max-age']),
     shardMaxRecords: integer('shard-max-records', values['shard-max-records'], 1, 10_000_000),
+    streamCacheBytes: mebibytes(integer('stream-cache-mb', values['stream-cache-mb'], 0, 65_536)),
     ttlSweepIntervalMs: duration('ttl-interval', values['ttl-interval']),
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
+    ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),
+    lockWaitMs: values['lock-wait'] === 'forever' ? Number.POSITIVE_INFINITY : duration('lock-wait', values['lock-wait']),
   };
 }

@@ -48,11 +48,13 @@ export interface LevelOp {
 }
 
 export interface MainDb {
-  open(): Promise<void>;
+  /** Options are LevelDB's (classic-level) with --data; the in-memory store ignores them. */
+  open(options?: { maxOpenFiles?: number }): Promise<void>;
   batch(ops: LevelOp[]): Promise<void>;
   put(key: string, value: unknown): Promise<void>;
   get(key: string): Promise<unknown>;
-  values(options: { gte?: string; lt?: string }): AsyncIterable<unknown>;
+  values(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<unknown>;
+  keys(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<string>;
   close(cb?: Callback): Promise<void> | undefined;
 }
 
@@ -139,6 +141,7 @@ export function createStore(options: { path?: string; createTableMs: number }): 
 
 /** Prefixes under which dynalite 4.0.0 keeps a table's items and index entries in its one LevelDB. */
 export const levelKeys = {
+  table: (name: string) => `table~${name}`,
   item: (table: string, key: string) => `item-${table}~${key}`,
   index: (type: string, table: string, index: string, key: string) => `index-${type.toLowerCase()}~${table}~${index}~${key}`,
 };
@@ -191,7 +194,7 @@ export function runAction(operation: DynaliteOperation, store: Store, data: Reco
       if (settled) return;
       settled = true;
       onThrow?.();
-      reject(errors.validation(`An expression of this request could not be evaluated on an item: ${(err as Error)?.message ?? err}`));
+      reject(unevaluable(err));
     };
     const done: Callback<Record<string, unknown>> = (err, result) => {
       if (settled) return;
@@ -205,6 +208,11 @@ export function runAction(operation: DynaliteOperation, store: Store, data: Reco
       fail(err);
     }
   });
+}
+
+/** What a request gets when dynalite throws while evaluating one of its expressions on an item. */
+export function unevaluable(err: unknown) {
+  return errors.validation(`An expression of this request could not be evaluated on an item: ${(err as Error)?.message ?? err}`);
 }
 
 /** A store whose sub-databases run the action's callbacks, and its streams' listeners, inside try/catch. */

@@ -32,7 +32,7 @@ const dynamodb = 'com.amazonaws.dynamodb.v20120810#';
 export const errors = {
   validation: (message: string) => new EngineError(400, 'com.amazon.coral.validate#ValidationException', message),
   serialization: (message: string) => new EngineError(400, 'com.amazon.coral.service#SerializationException', message, {}, 'Message'),
-  unknownOperation: () => new EngineError(400, 'com.amazon.coral.service#UnknownOperationException', ''),
+  unknownOperation: (message: string) => new EngineError(400, 'com.amazon.coral.service#UnknownOperationException', message),
   resourceNotFound: (message = 'Requested resource not found') => new EngineError(400, `${dynamodb}ResourceNotFoundException`, message),
   conditionalCheckFailed: (item?: Record<string, unknown>) =>
     new EngineError(400, `${dynamodb}ConditionalCheckFailedException`, 'The conditional request failed', item ? { Item: item } : {}),
@@ -43,6 +43,8 @@ export const errors = {
       `Transaction cancelled, please refer cancellation reasons for specific reasons [${reasons.map((r) => r.Code).join(', ')}]`,
       { CancellationReasons: reasons },
     ),
+  /** A single write or read meeting an item held by a transaction that does not let go in time. */
+  transactionConflict: () => new EngineError(400, `${dynamodb}TransactionConflictException`, 'Transaction is ongoing for the item'),
   transactionInProgress: () =>
     new EngineError(400, `${dynamodb}TransactionInProgressException`, 'Request with the given ClientRequestToken is already in progress'),
   idempotentParameterMismatch: () =>

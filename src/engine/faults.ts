@@ -23,8 +23,7 @@ export const faultErrors = {
     ),
   /** What DynamoDB Streams answers when GetRecords is called too often. */
   LimitExceededException: () => new EngineError(400, 'com.amazonaws.dynamodb.v20120810#LimitExceededException', 'Rate exceeded for shard.'),
-  TransactionConflictException: () =>
-    new EngineError(400, 'com.amazonaws.dynamodb.v20120810#TransactionConflictException', 'Transaction is ongoing for the item'),
+  TransactionConflictException: () => errors.transactionConflict(),
   InternalServerError: () => errors.internal(),
   /** A shard or stream that vanished (DynamoDB Streams), or a table that did. */
   ResourceNotFoundException: () => errors.resourceNotFound('Requested resource not found'),
@@ -49,6 +48,19 @@ export interface FaultRule {
    * the write happened, the client sees an error (and the SDK may resend it).
    */
   after?: boolean;
+  /**
+   * A stalled batch: a write (single or transactional) or TransactGetItems waits this long
+   * after taking its item locks, holding them. Removing the rule ends the waits at once.
+   */
+  lockedLatencyMs?: number;
+}
+
+/** What a call is to suffer besides an error thrown before it runs. */
+export interface AppliedFaults {
+  /** The error to answer once the operation has run (`after` rules). */
+  after?: EngineError;
+  /** Waits out `lockedLatencyMs` (or until its rule is removed); to call once the locks are held. */
+  stall?: () => Promise<void>;
 }
 
 export interface InjectedFault {
@@ -58,8 +70,10 @@ export interface InjectedFault {
   [Symbol.dispose](): void;
 }
 
+type ActiveRule = FaultRule & { hits: number; seen: number; endStalls: Set<() => void> };
+
 export class Faults {
-  private readonly rules = new Set<FaultRule & { hits: number; seen: number }>();
+  private readonly rules = new Set<ActiveRule>();
 
   constructor(private readonly random: () => number = Math.random) {}
 
@@ -71,9 +85,15 @@ export class Faults {
     }
     if (rule.skip !== undefined && !(Number.isInteger(rule.skip) && rule.skip >= 0))
       throw new Error(`fault skip must be a whole number, got ${rule.skip}`);
-    const active = { ...rule, hits: 0, seen: 0 };
+    if (rule.lockedLatencyMs !== undefined && !(rule.lockedLatencyMs >= 0)) {
+      throw new Error(`fault lockedLatencyMs must be 0 or more, got ${rule.lockedLatencyMs}`);
+    }
+    const active: ActiveRule = { ...rule, hits: 0, seen: 0, endStalls: new Set() };
     this.rules.add(active);
-    const remove = () => void this.rules.delete(active);
+    const remove = () => {
+      this.rules.delete(active);
+      for (const end of active.endStalls) end();
+    };
     return {
       get hits() {
         return active.hits;
@@ -84,17 +104,18 @@ export class Faults {
   }
 
   clear() {
+    for (const rule of this.rules) for (const end of rule.endStalls) end();
     this.rules.clear();
   }
 
   /**
    * Applies the rules matching `operation`: waits out added latency, then throws an injected
-   * error. Returns the error to throw once the operation has run, for `after` rules.
+   * error. Returns what is left to suffer once the operation runs.
    */
-  async apply(operation: string, body?: Record<string, unknown>): Promise<EngineError | undefined> {
-    if (this.rules.size === 0) return undefined;
+  async apply(operation: string, body?: Record<string, unknown>): Promise<AppliedFaults> {
+    if (this.rules.size === 0) return {};
     // Decide which rules fire before waiting on any latency, so `times` counts calls exactly.
-    const fired: FaultRule[] = [];
+    const fired: ActiveRule[] = [];
     for (const rule of this.rules) {
       if (rule.operations !== '*' && !rule.operations.includes(operation)) continue;
       if (++rule.seen <= (rule.skip ?? 0)) continue;
@@ -107,7 +128,10 @@ export class Faults {
     if (latency > 0) await new Promise((resolve) => setTimeout(resolve, latency));
     const afterwards = fired.find((rule) => rule.error && rule.after)?.error;
     const error = fired.find((rule) => rule.error && !rule.after)?.error;
-    if (!error) return afterwards ? faultErrors[afterwards]() : undefined;
+    const stalling = fired.find((rule) => rule.lockedLatencyMs);
+    if (!error) {
+      return { after: afterwards ? faultErrors[afterwards]() : undefined, stall: stalling && (() => stall(stalling)) };
+    }
     if (error === 'TransactionConflictException' && operation === 'TransactWriteItems') {
       // Between transactions DynamoDB reports a conflict as a cancellation reason.
       const count = Array.isArray(body?.TransactItems) ? body.TransactItems.length : 1;
@@ -118,4 +142,17 @@ export class Faults {
     }
     throw faultErrors[error]();
   }
+}
+
+/** Waits the rule's lockedLatencyMs, or less if the rule is removed meanwhile. */
+function stall(rule: ActiveRule) {
+  return new Promise<void>((resolve) => {
+    const end = () => {
+      clearTimeout(timer);
+      rule.endStalls.delete(end);
+      resolve();
+    };
+    const timer = setTimeout(end, rule.lockedLatencyMs);
+    rule.endStalls.add(end);
+  });
 }

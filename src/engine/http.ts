@@ -3,19 +3,29 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
 import { EngineError, errors } from './errors.ts';
+import { unsupported } from './operations.ts';
+import { signingRegion } from './region.ts';
+import type { RequestContext } from './request-context.ts';
 
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 
-export type Dispatch = (service: string, operation: string, body: Record<string, unknown>) => Promise<unknown>;
+export type Dispatch = (service: string, operation: string, body: Record<string, unknown>, context: RequestContext) => Promise<unknown>;
 
 export interface Answer {
   status: number;
   body: string;
 }
 
-export function createProtocol(dispatch: Dispatch, onUnexpected: (err: unknown) => void, isClosing: () => boolean) {
+export interface ProtocolOptions {
+  onUnexpected: (err: unknown) => void;
+  isClosing: () => boolean;
+  /** The region of requests that do not say theirs (in-process calls, unsigned requests). */
+  defaultRegion: string;
+}
+
+export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, defaultRegion }: ProtocolOptions) {
   /** Answers one request: its target and JSON text in, a status and JSON text out. Never throws. */
-  async function answer(target: string, text: string): Promise<Answer> {
+  async function answer(target: string, text: string, region = defaultRegion): Promise<Answer> {
     try {
       if (isClosing()) throw errors.internal('The engine is shutting down');
       let body: unknown;
@@ -25,9 +35,9 @@ export function createProtocol(dispatch: Dispatch, onUnexpected: (err: unknown) 
         throw errors.serialization('Start of structure or map found where not expected');
       }
       const [service = '', operation = '', ...extra] = target.split('.');
-      if (extra.length > 0 || !operation) throw errors.unknownOperation();
+      if (extra.length > 0 || !operation) throw unsupported('', '');
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
-      const result = await dispatch(service, operation, body as Record<string, unknown>);
+      const result = await dispatch(service, operation, body as Record<string, unknown>, { region });
       return { status: 200, body: JSON.stringify(result ?? {}) };
     } catch (err) {
       const known = err instanceof EngineError ? err : undefined;
@@ -55,7 +65,8 @@ export function createProtocol(dispatch: Dispatch, onUnexpected: (err: unknown) 
       if (isClosing()) res.setHeader('Connection', 'close');
       const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
       const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
-      void answer(String(req.headers['x-amz-target'] ?? ''), Buffer.concat(chunks).toString('utf8')).then(({ status, body }) =>
+      const region = signingRegion(req.headers.authorization) ?? defaultRegion;
+      void answer(String(req.headers['x-amz-target'] ?? ''), Buffer.concat(chunks).toString('utf8'), region).then(({ status, body }) =>
         send(res, status, body, replyType),
       );
     });

@@ -7,48 +7,17 @@
  *
  * This folder imports nothing from the rest of Runplane.
  */
-import { mkdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
-import { createStore, isDynaliteOperation, runAction, validate } from './dynalite.ts';
-import { errors } from './errors.ts';
-import { Faults } from './faults.ts';
+import type { Store } from './dynalite.ts';
+import type { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
-import { createItemWrites } from './items.ts';
-import { createStreamsApi, type StreamsOperation, streamsOperations } from './streams/api.ts';
-import { StreamLog } from './streams/log.ts';
-import { createTables } from './tables.ts';
-import { createTransactions } from './transactions.ts';
-import { createTtl } from './ttl.ts';
+import { listen } from './listener.ts';
+import { openStore } from './open-store.ts';
+import { type EngineOptions, withDefaults } from './options.ts';
+import { assemble } from './parts.ts';
+import { startUpkeep } from './upkeep.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
-
-export interface EngineOptions {
-  /** TCP port; 0 (the default) picks a free one. */
-  port?: number;
-  /** Address to listen on (default 127.0.0.1). */
-  host?: string;
-  /** LevelDB folder for data that outlives the process; in memory when absent. */
-  dataDir?: string;
-  /** The clock for stream records, iterator expiry and TTL (tests move it instead of sleeping). */
-  now?: () => number;
-  /** Shard iterator lifetime (default 15 minutes, as DynamoDB). */
-  iteratorTtlMs?: number;
-  /** Stream record retention (default 24 hours, as DynamoDB). */
-  streamRetentionMs?: number;
-  /** A shard closes and gets a child after this long (default 4 hours). */
-  shardMaxAgeMs?: number;
-  /** ... or after this many records (default 100,000). */
-  shardMaxRecords?: number;
-  /** How often expired items are looked for (default 10 s). */
-  ttlSweepIntervalMs?: number;
-  /** How late after its expiry an item is deleted (default 0). */
-  ttlDeleteDelayMs?: number;
-  /** How long a new table stays CREATING (default 0). */
-  createTableMs?: number;
-  /** Where unexpected internal errors are reported (default console.error). */
-  onError?: (err: unknown) => void;
-}
+export type { EngineOptions } from './options.ts';
 
 export interface Engine {
   /** `http://host:port`, for the SDK's `endpoint` option. */
@@ -57,9 +26,10 @@ export interface Engine {
   readonly faults: Faults;
   /**
    * Answers a request in this process, without HTTP: a server embedding the engine talks
-   * to it this way (other processes use the port). Same protocol, same answers.
+   * to it this way (other processes use the port). Same protocol, same answers, in the
+   * engine's region unless `region` says another.
    */
-  answer(target: string, body: string): Promise<{ status: number; body: string }>;
+  answer(target: string, body: string, region?: string): Promise<{ status: number; body: string }>;
   /** Test controls for what DynamoDB does on its own schedule. */
   readonly control: {
     /** Closes the table's open shard and opens a child. */
@@ -70,82 +40,40 @@ export interface Engine {
     trimStream(table: string, before?: number): Promise<number>;
     /** Runs the TTL sweeper now; resolves to the number of items deleted. */
     sweepTtl(): Promise<number>;
+    /** Deletes the ClientRequestTokens whose 10 minutes have passed (done every minute anyway); resolves to how many. */
+    pruneTokens(): Promise<number>;
   };
+  /** What the engine holds and has done, for tests and benchmarks (figures, not a stable API). */
+  stats(): EngineStats;
   /** Stops listening, waits for requests in flight, and closes the database. */
   close(): Promise<void>;
 }
 
-const MINUTE = 60_000;
+export interface EngineStats {
+  /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
+  locks: { held: number; waiting: number; conflicts: number };
+  /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
+  tokens: { inFlight: number; pruned: number };
+  /** TTL: expiry index entries the sweeper examined and items it deleted, items indexed when TTL was enabled, so far. */
+  ttl: { itemsTouched: number; itemsDeleted: number; itemsIndexed: number };
+  /**
+   * Stream records: in the memory cache now (count, bytes), reads served from it or from disk
+   * so far, and records read at start (the last one of each stream, however long it is).
+   */
+  streams: { cachedRecords: number; cachedBytes: number; cacheHits: number; diskReads: number; readAtStart: number };
+}
 
 export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
-  const now = options.now ?? Date.now;
-  const onError = options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err));
-  if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-  const store = createStore({ path: options.dataDir, createTableMs: options.createTableMs ?? 0 });
-  try {
-    await store.db.open();
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause;
-    if (cause?.code === 'LEVEL_LOCKED') {
-      throw new Error(`engine: the data folder ${options.dataDir} is in use by another process`, { cause: err });
-    }
-    throw err;
-  }
+  const settings = withDefaults(options);
+  const { onError } = settings;
+  const store: Store = await openStore(settings.dataDir, settings.createTableMs);
+  // Tables created from now on carry the engine's region in their ARNs.
+  store.tableDb.awsRegion = settings.region;
 
-  const streamOptions = {
-    retentionMs: options.streamRetentionMs ?? 24 * 60 * MINUTE,
-    shardMaxAgeMs: options.shardMaxAgeMs ?? 4 * 60 * MINUTE,
-    shardMaxRecords: options.shardMaxRecords ?? 100_000,
-  };
-  const log = new StreamLog(store.db, store.tableDb.awsRegion, now, streamOptions);
-  await log.load();
-  const items = createItemWrites(store, log);
-  const ttl = createTtl(store, store.db, items.write, now, {
-    sweepIntervalMs: options.ttlSweepIntervalMs ?? 10_000,
-    deleteDelayMs: options.ttlDeleteDelayMs ?? 0,
-  });
-  await ttl.load();
-  const tables = createTables(store, log, ttl.forget);
-  const transactions = createTransactions(store, log, now);
-  const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: options.iteratorTtlMs ?? 15 * MINUTE });
-  const faults = new Faults();
-
-  const dynamodb: Record<string, (body: Record<string, unknown>) => Promise<unknown>> = {
-    PutItem: (body) => items.write('PutItem', body),
-    UpdateItem: (body) => items.write('UpdateItem', body),
-    DeleteItem: (body) => items.write('DeleteItem', body),
-    BatchWriteItem: items.batchWrite,
-    TransactWriteItems: transactions.write,
-    TransactGetItems: transactions.get,
-    CreateTable: tables.create,
-    UpdateTable: tables.update,
-    DeleteTable: tables.remove,
-    DescribeTable: tables.describe,
-    UpdateTimeToLive: ttl.update,
-    DescribeTimeToLive: ttl.describe,
-  };
-
+  const { log, locks, ttl, transactions, faults, dispatch } = await assemble(settings, store);
   const inFlight = new Set<Promise<unknown>>();
-  async function dispatch(service: string, operation: string, body: Record<string, unknown>) {
-    if (service === 'DynamoDB_20120810') {
-      const handler = dynamodb[operation];
-      if (!handler && !isDynaliteOperation(operation)) throw errors.unknownOperation();
-      const afterwards = await faults.apply(operation, body);
-      // Reads and table listing: dynalite as it is, always through its validation.
-      const result = await (handler ? handler(body) : runAction(operation as never, store, validate(operation as never, body, store)));
-      if (afterwards) throw afterwards;
-      return result;
-    }
-    if (service === 'DynamoDBStreams_20120810' && streamsOperations.includes(operation as StreamsOperation)) {
-      const afterwards = await faults.apply(operation, body);
-      const result = streamsApi.handle(operation as StreamsOperation, body);
-      if (afterwards) throw afterwards;
-      return result;
-    }
-    throw errors.unknownOperation();
-  }
-  const tracked = (service: string, operation: string, body: Record<string, unknown>) => {
-    const work = dispatch(service, operation, body);
+  const tracked: typeof dispatch = (...request) => {
+    const work = dispatch(...request);
     inFlight.add(work);
     const done = () => inFlight.delete(work);
     work.then(done, done);
@@ -153,42 +81,14 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   };
 
   let closing: Promise<void> | undefined;
-  const protocol = createProtocol(tracked, onError, () => closing !== undefined);
-  const server: Server = createServer({ keepAliveTimeout: 60_000 }, protocol.http);
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
+  const protocol = createProtocol(tracked, {
+    onUnexpected: onError,
+    isClosing: () => closing !== undefined,
+    defaultRegion: settings.region,
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const listener = await listen(settings.port, settings.host, protocol.http);
 
-  // Background upkeep, one pass at a time: stream rollover and trimming, TTL sweeping.
-  const timers = [
-    every(Math.max(10, Math.min(MINUTE, streamOptions.retentionMs / 4, streamOptions.shardMaxAgeMs / 4)), () => log.tick()),
-    every(ttl.intervalMs, () => ttl.sweep()),
-  ];
-  function every(ms: number, task: () => Promise<unknown>) {
-    let running: Promise<unknown> | undefined;
-    const timer = setInterval(() => {
-      if (running) return;
-      running = task()
-        .catch(onError)
-        .finally(() => {
-          running = undefined;
-        });
-    }, ms);
-    timer.unref();
-    return { stop: () => clearInterval(timer), idle: () => running ?? Promise.resolve() };
-  }
-
+  const upkeep = startUpkeep(settings, { log, ttl, transactions });
   const streamOf = (table: string) => {
     const stream = log.current(table);
     if (!stream) throw new Error(`table ${table} has no enabled stream`);
@@ -196,25 +96,26 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   };
 
   return {
-    endpoint: `http://${host}:${address.port}`,
-    port: address.port,
+    endpoint: listener.endpoint,
+    port: listener.port,
     faults,
     answer: protocol.answer,
+    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats(), streams: log.stats(), ttl: ttl.stats() }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),
       trimStream: (table, before = Number.POSITIVE_INFINITY) => log.trim(streamOf(table), before),
       sweepTtl: () => ttl.sweep(),
+      pruneTokens: () => transactions.pruneTokens(),
     },
     close() {
       closing ??= (async () => {
-        for (const timer of timers) timer.stop();
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        await Promise.allSettled(timers.map((t) => t.idle()));
+        const closed = listener.stopListening();
+        await upkeep.stop();
         while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
-        for (const socket of sockets) socket.destroy();
+        listener.dropConnections();
         await closed;
+        await ttl.close();
         await log.flush();
         await new Promise<void>((resolve, reject) => store.lifecycleManager.gracefulClose((err) => (err ? reject(err) : resolve())));
       })();

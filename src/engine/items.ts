@@ -1,8 +1,8 @@
 /** Single-item writes (PutItem, UpdateItem, DeleteItem) and BatchWriteItem, each change with its stream record. */
-import { dynaliteDb, getTable, type Item, type Store, toEngineError, validate, validateWith } from './dynalite.ts';
+import { dynaliteDb, getTable, type Item, toEngineError, validate, validateWith } from './dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from './errors.ts';
-import type { StreamLog } from './streams/log.ts';
-import { WriteSet } from './write-set.ts';
+import type { RequestContext } from './request-context.ts';
+import { type Storage, WriteSet, type WriteSetOptions } from './write-set.ts';
 
 export type ItemWriteOperation = 'PutItem' | 'UpdateItem' | 'DeleteItem';
 
@@ -18,16 +18,17 @@ export function returnValuesOnFailure(body: Record<string, unknown>) {
   return data.ReturnValuesOnConditionCheckFailure as 'ALL_OLD' | 'NONE' | undefined;
 }
 
-export function createItemWrites(store: Store, log: StreamLog) {
+export function createItemWrites(storage: Storage) {
+  const { store } = storage;
   /**
    * Runs one item write through dynalite's validation and action, committing the change and
    * its stream record together.
    * @throws EngineError ConditionalCheckFailedException (with `Item` when asked for ALL_OLD)
    */
-  async function write(operation: ItemWriteOperation, body: Record<string, unknown>, options: { byTtl?: boolean } = {}) {
+  async function write(operation: ItemWriteOperation, body: Record<string, unknown>, options: WriteSetOptions = {}) {
     const onFailure = returnValuesOnFailure(body);
     const data = validate(operation, body, store);
-    const writeSet = new WriteSet(store, log, 'single', options.byTtl);
+    const writeSet = new WriteSet(storage, 'single', options);
     try {
       return await writeSet.run(operation, data);
     } catch (err) {
@@ -41,7 +42,7 @@ export function createItemWrites(store: Store, log: StreamLog) {
   }
 
   /** BatchWriteItem: validated as a whole first, then each request is its own atomic write. */
-  async function batchWrite(body: Record<string, unknown>) {
+  async function batchWrite(body: Record<string, unknown>, { stall }: RequestContext) {
     const data = validate('BatchWriteItem', body, store);
     const requestItems = data.RequestItems as Record<string, { PutRequest?: { Item: Item }; DeleteRequest?: { Key: Item } }[]>;
     const writes: (() => Promise<Record<string, unknown>>)[] = [];
@@ -55,12 +56,12 @@ export function createItemWrites(store: Store, log: StreamLog) {
           throwBatchKeyError(dynaliteDb.validateItem(request.PutRequest.Item, table));
           options.Item = request.PutRequest.Item;
           key = dynaliteDb.createKey(request.PutRequest.Item, table);
-          writes.push(() => new WriteSet(store, log, 'single').run('PutItem', options));
+          writes.push(() => new WriteSet(storage, 'single', { stall }).run('PutItem', options));
         } else if (request.DeleteRequest) {
           throwBatchKeyError(dynaliteDb.validateKey(request.DeleteRequest.Key, table));
           options.Key = request.DeleteRequest.Key;
           key = dynaliteDb.createKey(request.DeleteRequest.Key, table);
-          writes.push(() => new WriteSet(store, log, 'single').run('DeleteItem', options));
+          writes.push(() => new WriteSet(storage, 'single', { stall }).run('DeleteItem', options));
         } else {
           continue;
         }

@@ -16,16 +16,34 @@ import {
   type Store,
   type SubDb,
   type TableDescription,
+  unevaluable,
 } from './dynalite.ts';
 import { errors } from './errors.ts';
+import { type ItemLocks, LockConflict, lockId } from './item-locks.ts';
 import type { StreamLog } from './streams/log.ts';
 import type { ItemChange } from './streams/records.ts';
 
+/** What writes go through: the store, the stream log, the item locks, the TTL expiry index. */
+export interface Storage {
+  store: Store;
+  log: StreamLog;
+  locks: ItemLocks;
+  /** The expiry index entries that committed changes add and remove. */
+  expiry: { indexOps(changes: ItemChange[]): LevelOp[] };
+}
+
 type Mode =
-  /** One item action: commit when it writes, under dynalite's own per-item lock. */
+  /** One item action: commit when it writes, under the item's lock (taken when dynalite asks for it). */
   | 'single'
   /** A transaction: the caller holds every item lock and commits once all actions ran. */
   | 'transaction';
+
+export interface WriteSetOptions {
+  /** Deletes by the TTL sweeper (their stream records say so). */
+  byTtl?: boolean;
+  /** Fault injection: a wait once the item's lock is held (single writes). */
+  stall?: () => Promise<void>;
+}
 
 export class WriteSet {
   private readonly ops: LevelOp[] = [];
@@ -36,16 +54,21 @@ export class WriteSet {
   private readonly held: (() => void)[] = [];
   /** The request of the action running now: its condition is tried before dynalite sees the item. */
   private request: Record<string, unknown> | undefined;
+  /** Fails the action running now (its lock was not granted, or dynalite threw once it was). */
+  private abort: (err: unknown) => void = () => undefined;
+  private readonly real: Store;
+  private readonly log: StreamLog;
   /** The stand-in store to hand to dynalite's actions. */
   readonly store: Store;
 
   constructor(
-    private readonly real: Store,
-    private readonly log: StreamLog,
+    private readonly storage: Storage,
     private readonly mode: Mode,
-    private readonly byTtl = false,
+    private readonly options: WriteSetOptions = {},
   ) {
-    this.store = Object.create(real, {
+    this.real = storage.store;
+    this.log = storage.log;
+    this.store = Object.create(this.real, {
       getTable: { value: this.getTable.bind(this) },
       getItemDb: { value: this.itemDb.bind(this) },
       getIndexDb: { value: this.indexDb.bind(this) },
@@ -55,9 +78,39 @@ export class WriteSet {
   /** Runs one of dynalite's item actions against this write set. */
   run(operation: DynaliteOperation, data: Record<string, unknown>) {
     this.request = data;
-    return runAction(operation, this.store, data, () => {
+    const releaseAll = () => {
       for (const release of this.held.splice(0)) release();
+    };
+    return new Promise<Record<string, unknown>>((resolve, reject) => {
+      this.abort = (err) => {
+        releaseAll();
+        reject(err);
+      };
+      runAction(operation, this.store, data, releaseAll).then(resolve, reject);
     });
+  }
+
+  /** dynalite asks for an item's lock: take ours, then let it go on (or fail the write as DynamoDB fails contention). */
+  private lock(tableName: string, key: string, exec: Parameters<SubDb['lock']>[1]) {
+    this.storage.locks.acquire([lockId(tableName, key)]).then(
+      async (release) => {
+        this.held.push(release);
+        await this.options.stall?.();
+        try {
+          // dynalite wraps its callback with `release(cb)`: the lock is freed when the action ends.
+          exec(
+            (done) =>
+              ((...args: Parameters<typeof done>) => {
+                release();
+                return done(...args);
+              }) as typeof done,
+          );
+        } catch (err) {
+          this.abort(unevaluable(err));
+        }
+      },
+      (err) => this.abort(err instanceof LockConflict ? errors.transactionConflict() : err),
+    );
   }
 
   /** The item as the action read it before deciding (for ReturnValuesOnConditionCheckFailure). */
@@ -65,14 +118,22 @@ export class WriteSet {
     return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
   }
 
-  /** Writes everything captured so far in one batch; stream records become readable once it lands. */
-  async commit() {
+  /** The size of the items the captured writes leave (a transaction's aggregate limit counts them). */
+  stagedItemBytes() {
+    return this.changes.reduce((sum, { newItem }) => sum + (newItem ? dynaliteDb.itemSize(newItem) : 0), 0);
+  }
+
+  /**
+   * Writes everything captured so far in one batch, with `alongside` (a transaction's token);
+   * stream records become readable once it lands.
+   */
+  async commit(alongside: LevelOp[] = []) {
     const changes = this.changes.splice(0);
-    const ops = this.ops.splice(0);
+    const ops = [...this.ops.splice(0), ...alongside];
     if (ops.length === 0) return;
     const stream = this.log.prepare(changes);
     try {
-      await this.real.db.batch([...ops, ...stream.ops]);
+      await this.real.db.batch([...ops, ...stream.ops, ...this.storage.expiry.indexOps(changes)]);
     } catch (err) {
       stream.settle(false);
       throw err;
@@ -92,21 +153,14 @@ export class WriteSet {
   private itemDb(tableName: string): SubDb {
     const real = this.real.getItemDb(tableName);
     return {
-      lock:
-        this.mode === 'single'
-          ? (key, exec) =>
-              real.lock(key, (release) => {
-                this.held.push(release(() => undefined));
-                exec(release);
-              })
-          : (_key, exec) => exec((done) => done),
+      lock: this.mode === 'single' ? (key, exec) => this.lock(tableName, String(key), exec) : (_key, exec) => exec((done) => done),
       get: (key, cb) =>
         real.get(key, (err, item) => {
           if (err && err.name !== 'NotFoundError') return cb(err);
           this.reads.set(readKey(tableName, key), item ?? undefined);
           // A condition dynalite cannot evaluate on this item would throw inside its callback.
           // DynamoDB treats such a comparison as false: the condition fails.
-          if (this.request && unevaluable(this.request, item ?? undefined)) return cb(errors.conditionalCheckFailed());
+          if (this.request && conditionThrows(this.request, item ?? undefined)) return cb(errors.conditionalCheckFailed());
           cb(null, item);
         }),
       put: (key, item, cb) => this.stageItem(tableName, key, item as Item, cb),
@@ -138,7 +192,7 @@ export class WriteSet {
       newItem ? { type: 'put', key: levelKeys.item(tableName, key), value: newItem } : { type: 'del', key: levelKeys.item(tableName, key) },
     );
     if (table && image) {
-      this.changes.push({ tableName, keys: keyOf(image, table), oldItem, newItem, byTtl: this.byTtl });
+      this.changes.push({ tableName, itemKey: key, keys: keyOf(image, table), oldItem, newItem, byTtl: this.options.byTtl });
     }
     if (this.mode === 'transaction') return process.nextTick(cb);
     this.commit().then(() => cb(), cb);
@@ -147,7 +201,7 @@ export class WriteSet {
 
 const readKey = (table: string, key: string) => `${table}\u0000${key}`;
 
-function unevaluable(request: Record<string, unknown>, item: Item | undefined) {
+function conditionThrows(request: Record<string, unknown>, item: Item | undefined) {
   try {
     dynaliteDb.checkConditional(request, item);
     return false;

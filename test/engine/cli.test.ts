@@ -12,12 +12,16 @@ describe('engine flags', () => {
       '--host',
       '--data',
       '--in-memory',
+      '--region',
       '--iterator-ttl',
       '--stream-retention',
       '--shard-max-age',
       '--shard-max-records',
+      '--stream-cache-mb',
       '--ttl-interval',
       '--ttl-delay',
+      '--ttl-update-interval',
+      '--lock-wait',
       '--help',
     ]) {
       expect(help).toContain(flag);
@@ -43,6 +47,7 @@ describe('engine flags', () => {
     [['--shard-max-records', '0'], /--shard-max-records must be a whole number from 1/],
     [['--data', 'x', '--in-memory'], /exclude each other/],
     [['--bogus'], /Unknown option '--bogus'/],
+    [['--region', 'Mars'], /--region must be a region name such as eu-west-2 \(got "Mars"\)/],
   ])('%j is refused with a message naming it', (argv, message) => {
     expect(() => parseEngineArgs(argv)).toThrow(message);
   });

@@ -1,5 +1,5 @@
 /** Shard rollover, iterator expiry and trimming: what DynamoDB does on its own schedule, forced or on a test clock. */
-import { PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { BatchWriteItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import {
   DescribeStreamCommand,
   type DynamoDBStreamsClient,
@@ -192,6 +192,21 @@ describe.skipIf(onlyEmbedded)('trimming', () => {
     const [closed] = await shards(streams, arn);
     expect(BigInt(closed?.SequenceNumberRange?.EndingSequenceNumber as string)).toBeGreaterThanOrEqual(BigInt(lastSeq));
     expect((await failure(iterator(streams, arn, shardId, 'AT_SEQUENCE_NUMBER', lastSeq))).name).toBe('TrimmedDataAccessException');
+  });
+
+  test('a trim goes through more records than one batch holds (1,000)', async () => {
+    const { engine, client, streams, table, arn } = await setUp();
+    for (let batch = 0; batch < 50; batch++) {
+      const requests = Array.from({ length: 25 }, (_, i) => ({
+        PutRequest: { Item: { pk: { S: 'p' }, sk: { S: String(batch * 25 + i).padStart(4, '0') } } },
+      }));
+      await client.send(new BatchWriteItemCommand({ RequestItems: { [table]: requests } }));
+    }
+    expect(await engine.control.trimStream(table)).toBe(1250);
+    await client.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'p' }, sk: { S: 'after' } } }));
+    const [shard] = await shards(streams, arn);
+    const page = await streams.send(new GetRecordsCommand({ ShardIterator: await iterator(streams, arn, shard?.ShardId as string) }));
+    expect(sortKeys(page.Records ?? [])).toEqual(['after']);
   });
 
   test('records older than the retention are trimmed by themselves', async () => {

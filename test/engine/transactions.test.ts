@@ -266,6 +266,114 @@ describe('TransactWriteItems', () => {
   });
 });
 
+describe("DynamoDB's validation of transaction members", () => {
+  const put = (item: Record<string, unknown>) => ({ Put: { TableName: table, Item: item } }) as TransactWriteItem;
+  const reasonsOf = (err: Record<string, unknown>) => err.CancellationReasons as { Code: string; Message?: string }[];
+  const schemaMismatch = 'The provided key element does not match the schema';
+  const emptyKey =
+    'One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Key: pk';
+
+  test('a Put whose key has the wrong type cancels with a ValidationError reason for that action', async () => {
+    const pk = uniqueName();
+    const err = await failure(
+      client.send(new TransactWriteItemsCommand({ TransactItems: [put(key(pk, 'ok')), put({ pk: { N: '5' }, sk: { S: 'a' } })] })),
+    );
+    expect(err.name).toBe('TransactionCanceledException');
+    expect(err.message).toBe('Transaction cancelled, please refer cancellation reasons for specific reasons [None, ValidationError]');
+    expect(reasonsOf(err)).toEqual([
+      { Code: 'None' },
+      { Code: 'ValidationError', Message: 'One or more parameter values were invalid: Type mismatch for key pk expected: S actual: N' },
+    ]);
+    expect(await get(key(pk, 'ok'))).toBeUndefined();
+  });
+
+  test.each([
+    [
+      'Update',
+      (k: Record<string, unknown>) => ({
+        Update: { TableName: table, Key: k, UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'x' } } },
+      }),
+    ],
+    ['Delete', (k: Record<string, unknown>) => ({ Delete: { TableName: table, Key: k } })],
+    [
+      'ConditionCheck',
+      (k: Record<string, unknown>) => ({ ConditionCheck: { TableName: table, Key: k, ConditionExpression: 'attribute_exists(pk)' } }),
+    ],
+  ])('a %s whose key has the wrong type or misses an attribute cancels with a ValidationError reason', async (_, action) => {
+    for (const badKey of [{ pk: { N: '5' }, sk: { S: 'a' } }, { pk: { S: 'p' } }, { pk: { L: [{ S: 'x' }] }, sk: { S: 'a' } }]) {
+      const err = await failure(client.send(new TransactWriteItemsCommand({ TransactItems: [action(badKey) as TransactWriteItem] })));
+      expect(err.name).toBe('TransactionCanceledException');
+      expect(reasonsOf(err)).toEqual([{ Code: 'ValidationError', Message: schemaMismatch }]);
+    }
+  });
+
+  test('an empty string key value refuses the whole request with ValidationException', async () => {
+    const pk = uniqueName();
+    for (const bad of [
+      put({ pk: { S: '' }, sk: { S: 'a' } }),
+      { Delete: { TableName: table, Key: { pk: { S: '' }, sk: { S: 'a' } } } } as TransactWriteItem,
+    ]) {
+      const err = await failure(client.send(new TransactWriteItemsCommand({ TransactItems: [put(key(pk)), bad] })));
+      expect(err.name).toBe('ValidationException');
+      expect(err.message).toBe(emptyKey);
+    }
+    expect(await get(key(pk))).toBeUndefined();
+  });
+
+  test('TransactGetItems: a key of the wrong shape cancels with ValidationError, an empty value refuses the request', async () => {
+    const wrong = await failure(
+      client.send(
+        new TransactGetItemsCommand({
+          TransactItems: [
+            { Get: { TableName: table, Key: key('x') } },
+            { Get: { TableName: table, Key: { pk: { N: '1' }, sk: { S: 'a' } } } },
+          ],
+        }),
+      ),
+    );
+    expect(wrong.name).toBe('TransactionCanceledException');
+    expect(reasonsOf(wrong)).toEqual([{ Code: 'None' }, { Code: 'ValidationError', Message: schemaMismatch }]);
+    const missing = await failure(client.send(new TransactGetItemsCommand({ TransactItems: [{ Get: { TableName: table, Key: {} } }] })));
+    expect(reasonsOf(missing).map((r) => r.Code)).toEqual(['ValidationError']);
+    const empty = await failure(
+      client.send(new TransactGetItemsCommand({ TransactItems: [{ Get: { TableName: table, Key: { pk: { S: '' }, sk: { S: 'a' } } } }] })),
+    );
+    expect(empty.name).toBe('ValidationException');
+    expect(empty.message).toBe(emptyKey);
+  });
+
+  test('TransactGetItems: two reads of one item are refused with ValidationException', async () => {
+    const err = await failure(
+      client.send(
+        new TransactGetItemsCommand({
+          TransactItems: [{ Get: { TableName: table, Key: key('dup') } }, { Get: { TableName: table, Key: key('dup') } }],
+        }),
+      ),
+    );
+    expect(err.name).toBe('ValidationException');
+  });
+
+  test('items over 4 MB in all are refused with ValidationException; just under is accepted', async () => {
+    const pk = uniqueName();
+    const big = (i: number) => put({ ...key(pk, String(i).padStart(2, '0')), blob: { S: 'x'.repeat(390 * 1024) } });
+    const over = await failure(client.send(new TransactWriteItemsCommand({ TransactItems: Array.from({ length: 11 }, (_, i) => big(i)) })));
+    expect(over.name).toBe('ValidationException');
+    expect(await get(key(pk, '00'))).toBeUndefined();
+
+    await client.send(new TransactWriteItemsCommand({ TransactItems: Array.from({ length: 10 }, (_, i) => big(i)) }));
+    await client.send(new TransactWriteItemsCommand({ TransactItems: [big(10)] }));
+    // Reading them all back in one transaction is over the limit too.
+    const read = await failure(
+      client.send(
+        new TransactGetItemsCommand({
+          TransactItems: Array.from({ length: 11 }, (_, i) => ({ Get: { TableName: table, Key: key(pk, String(i).padStart(2, '0')) } })),
+        }),
+      ),
+    );
+    expect(read.name).toBe('ValidationException');
+  });
+});
+
 describe('TransactGetItems', () => {
   test('reads several items at once, absent ones as empty responses', async () => {
     const pk = uniqueName();

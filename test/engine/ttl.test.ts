@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   DescribeTimeToLiveCommand,
   type DynamoDBClient,
@@ -19,8 +22,10 @@ async function failure(promise: Promise<unknown>) {
   throw new Error('expected the request to fail');
 }
 
-const enableTtl = (client: DynamoDBClient, table: string) =>
-  client.send(new UpdateTimeToLiveCommand({ TableName: table, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expiresAt' } }));
+const setTtl = (client: DynamoDBClient, table: string, enabled: boolean) =>
+  client.send(new UpdateTimeToLiveCommand({ TableName: table, TimeToLiveSpecification: { Enabled: enabled, AttributeName: 'expiresAt' } }));
+const enableTtl = (client: DynamoDBClient, table: string) => setTtl(client, table, true);
+const TOO_SOON = 'Time to live has been modified multiple times within a fixed interval';
 
 describe('UpdateTimeToLive and DescribeTimeToLive', () => {
   const client = dynamoClient({ maxAttempts: 1 });
@@ -39,11 +44,57 @@ describe('UpdateTimeToLive and DescribeTimeToLive', () => {
     expect((await failure(enableTtl(client, name))).name).toBe('ValidationException');
   });
 
+  test('a second change within the hour is refused with ValidationException', async () => {
+    const { name } = await createTestTable(client, { stream: false });
+    await enableTtl(client, name);
+    const err = await failure(setTtl(client, name, false));
+    expect(err.name).toBe('ValidationException');
+    expect(err.message).toBe(TOO_SOON);
+    expect((await client.send(new DescribeTimeToLiveCommand({ TableName: name }))).TimeToLiveDescription?.AttributeName).toBe('expiresAt');
+  });
+
   test('a missing table is ResourceNotFoundException', async () => {
     expect((await failure(client.send(new DescribeTimeToLiveCommand({ TableName: uniqueName('missing') })))).name).toBe(
       'ResourceNotFoundException',
     );
     expect((await failure(enableTtl(client, uniqueName('missing')))).name).toBe('ResourceNotFoundException');
+  });
+});
+
+describe.skipIf(onlyEmbedded)('the interval between TTL changes', () => {
+  const leftovers: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    await Promise.all(leftovers.splice(0).map((dispose) => dispose()));
+  });
+
+  test('a change is allowed again an hour after the last, also after a restart', async () => {
+    const clock = manualClock();
+    const dataDir = mkdtempSync(join(tmpdir(), 'runplane-ttl-'));
+    leftovers.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+    const first = await ownEngine({ now: clock.now, dataDir });
+    const { name } = await createTestTable(first.client, { stream: false });
+    await enableTtl(first.client, name);
+    clock.advance(59 * 60_000);
+    expect((await failure(setTtl(first.client, name, false))).message).toBe(TOO_SOON);
+    await first.engine.close();
+
+    const second = await ownEngine({ now: clock.now, dataDir });
+    leftovers.push(() => second.engine.close());
+    expect((await failure(setTtl(second.client, name, false))).message).toBe(TOO_SOON);
+    clock.advance(60_000);
+    await setTtl(second.client, name, false);
+    expect((await failure(enableTtl(second.client, name))).message).toBe(TOO_SOON);
+  });
+
+  test('ttlUpdateIntervalMs: 0 lets TTL be switched on and off at will', async () => {
+    const { engine, client } = await ownEngine({ ttlUpdateIntervalMs: 0 });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    for (const enabled of [true, false, true]) {
+      await setTtl(client, name, enabled);
+      const { TimeToLiveDescription } = await client.send(new DescribeTimeToLiveCommand({ TableName: name }));
+      expect(TimeToLiveDescription?.TimeToLiveStatus).toBe(enabled ? 'ENABLED' : 'DISABLED');
+    }
   });
 });
 

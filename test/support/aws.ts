@@ -24,12 +24,14 @@ export interface ClientOptions {
   endpoint?: string;
   /** 1 turns off the SDK's retries, so an injected error reaches the test. */
   maxAttempts?: number;
+  /** The region to sign for (default AWS_REGION, else us-east-1). */
+  region?: string;
 }
 
 export function dynamoClient(options: ClientOptions = {}) {
   return new DynamoDBClient({
     endpoint: options.endpoint ?? inject('dynamodbEndpoint'),
-    region: process.env.AWS_REGION ?? 'us-east-1',
+    region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
     credentials,
     maxAttempts: options.maxAttempts ?? 3,
   });
@@ -38,7 +40,7 @@ export function dynamoClient(options: ClientOptions = {}) {
 export function streamsClient(options: ClientOptions = {}) {
   return new DynamoDBStreamsClient({
     endpoint: options.endpoint ?? inject('dynamodbEndpoint'),
-    region: process.env.AWS_REGION ?? 'us-east-1',
+    region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
     credentials,
     maxAttempts: options.maxAttempts ?? 3,
   });

@@ -23,7 +23,10 @@ export default async function setup(project: TestProject) {
     project.provide('embeddedEngine', false);
     return;
   }
-  const engine = await startEngine();
+  // Lock waits without a bound: on a loaded machine a 2 s wait behind other tests' writes must
+  // not turn into a TransactionConflict the test did not ask for (test/engine/locks.test.ts
+  // checks the bound on engines of its own).
+  const engine = await startEngine({ lockWaitMs: Number.POSITIVE_INFINITY });
   project.provide('dynamodbEndpoint', engine.endpoint);
   project.provide('embeddedEngine', true);
   return () => engine.close();

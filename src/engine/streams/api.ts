@@ -1,7 +1,9 @@
 /** The DynamoDB Streams API (DynamoDBStreams_20120810.*) over the stream log. */
 import { validateWith } from '../dynalite.ts';
 import { errors } from '../errors.ts';
-import type { Entry, Shard, Stream, StreamLog } from './log.ts';
+import { inRegion } from '../region.ts';
+import type { RequestContext } from '../request-context.ts';
+import type { Stream, StreamLog } from './log.ts';
 import { formatSeq } from './records.ts';
 
 export interface StreamsApiOptions {
@@ -79,21 +81,23 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
   };
 
   const operations = {
-    ListStreams(data: Record<string, unknown>) {
+    ListStreams(data: Record<string, unknown>, { region }: RequestContext) {
       let streams = log.list(data.TableName as string | undefined);
       if (data.ExclusiveStartStreamArn) {
-        const at = streams.findIndex((s) => s.arn === data.ExclusiveStartStreamArn);
+        const start = log.get(data.ExclusiveStartStreamArn as string);
+        const at = start ? streams.indexOf(start) : -1;
         streams = at < 0 ? [] : streams.slice(at + 1);
       }
       const limit = (data.Limit as number | undefined) ?? 100;
       const page = streams.slice(0, limit);
+      const last = page.at(-1);
       return {
-        Streams: page.map((s) => ({ StreamArn: s.arn, TableName: s.tableName, StreamLabel: s.label })),
-        ...(streams.length > limit ? { LastEvaluatedStreamArn: page.at(-1)?.arn } : {}),
+        Streams: page.map((s) => ({ StreamArn: inRegion(s.arn, region), TableName: s.tableName, StreamLabel: s.label })),
+        ...(streams.length > limit && last ? { LastEvaluatedStreamArn: inRegion(last.arn, region) } : {}),
       };
     },
 
-    DescribeStream(data: Record<string, unknown>) {
+    DescribeStream(data: Record<string, unknown>, { region }: RequestContext) {
       const stream = findStream(data.StreamArn as string);
       let shards = stream.shards;
       if (data.ExclusiveStartShardId) {
@@ -104,7 +108,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       const page = shards.slice(0, limit);
       return {
         StreamDescription: {
-          StreamArn: stream.arn,
+          StreamArn: inRegion(stream.arn, region),
           StreamLabel: stream.label,
           StreamStatus: stream.enabled ? 'ENABLED' : 'DISABLED',
           StreamViewType: stream.viewType,
@@ -128,11 +132,13 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       const stream = findStream(data.StreamArn as string);
       const shard = findShard(stream, data.ShardId as string);
       const type = data.ShardIteratorType as string;
+      const trimmed = log.trimmedIn(stream, shard);
+      const horizon = Math.max(trimmed, shard.startSeq);
       let position: number;
       if (type === 'TRIM_HORIZON') {
-        position = Math.max(shard.trimmedThrough, shard.startSeq);
+        position = horizon;
       } else if (type === 'LATEST') {
-        position = lastVisible(shard)?.seq ?? Math.max(shard.trimmedThrough, shard.startSeq);
+        position = Math.max(horizon, Math.min(log.horizon(stream), shard.endSeq ?? Number.POSITIVE_INFINITY));
       } else {
         const seq = parseSeq(data.SequenceNumber, type);
         if (seq < shard.startSeq || (shard.endSeq !== undefined && seq > shard.endSeq)) {
@@ -142,7 +148,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
           );
         }
         position = Math.max(type === 'AT_SEQUENCE_NUMBER' ? seq - 1 : seq, shard.startSeq);
-        if (position < shard.trimmedThrough) {
+        if (position < trimmed) {
           throw errors.trimmedDataAccess(
             `The sequence number ${data.SequenceNumber} is older than the trim horizon of shard ${shard.shardId}`,
           );
@@ -151,7 +157,7 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
       return { ShardIterator: encode({ arn: stream.arn, shardId: shard.shardId, position, issuedAt: now(), epoch: stream.iteratorEpoch }) };
     },
 
-    GetRecords(data: Record<string, unknown>) {
+    async GetRecords(data: Record<string, unknown>, { region }: RequestContext) {
       const state = decode(data.ShardIterator as string);
       const stream = findStream(state.arn);
       const shard = findShard(stream, state.shardId);
@@ -162,21 +168,14 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
             `${new Date(at).toUTCString()} which is further in the future than the tolerated delay of ${options.iteratorTtlMs} milliseconds.`,
         );
       }
-      if (state.position < shard.trimmedThrough) {
+      if (state.position < log.trimmedIn(stream, shard)) {
         throw errors.trimmedDataAccess('The operation attempted to read past the oldest stream record in a shard.');
       }
-      const limit = (data.Limit as number | undefined) ?? 1000;
-      const records = [];
-      let position = state.position;
-      for (let i = firstAfter(shard.entries, position); i < shard.entries.length && records.length < limit; i++) {
-        const entry = shard.entries[i] as Entry;
-        if (!entry.committed) break;
-        records.push(entry.record);
-        position = entry.seq;
-      }
-      const drained = shard.endSeq !== undefined && firstAfter(shard.entries, position) === shard.entries.length;
+      const { records, drained } = await log.read(stream, shard, state.position, (data.Limit as number | undefined) ?? 1000);
+      const position = records.at(-1)?.seq ?? state.position;
       return {
-        Records: records,
+        // Records are kept in the engine's region; the client reads them in its own.
+        Records: records.map(({ record }) => (record.awsRegion === region ? record : { ...record, awsRegion: region })),
         ...(drained ? {} : { NextShardIterator: encode({ ...state, position, issuedAt: at }) }),
       };
     },
@@ -184,9 +183,9 @@ export function createStreamsApi(log: StreamLog, now: () => number, options: Str
 
   return {
     /** Validates and runs one Streams operation. */
-    handle(operation: StreamsOperation, body: Record<string, unknown>) {
+    handle(operation: StreamsOperation, body: Record<string, unknown>, context: RequestContext) {
       const data = validateWith(specs[operation], body, undefined);
-      return operations[operation](data);
+      return operations[operation](data, context);
     },
   };
 }
@@ -197,25 +196,4 @@ function parseSeq(value: unknown, type: string) {
   const seq = Number(value);
   if (!Number.isSafeInteger(seq)) throw errors.validation(`Invalid SequenceNumber ${value}: no record of this stream has it`);
   return seq;
-}
-
-function lastVisible(shard: Shard) {
-  let last: Entry | undefined;
-  for (const entry of shard.entries) {
-    if (!entry.committed) break;
-    last = entry;
-  }
-  return last;
-}
-
-/** Index of the first entry with a sequence number above `position` (entries are sorted). */
-function firstAfter(entries: Entry[], position: number) {
-  let lo = 0;
-  let hi = entries.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if ((entries[mid] as Entry).seq <= position) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

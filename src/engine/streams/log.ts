@@ -1,11 +1,19 @@
+export type { Shard, Stream } from './model.ts';
+
 /**
- * The stream log: per-table streams, their shards and records, kept in memory for reads
- * and in the engine's LevelDB for restarts. A record is written in the same LevelDB batch
- * as the item change it describes, so it exists exactly when the change does.
+ * The stream log: per-table streams and their shards in memory (small), their records on
+ * disk in the engine's LevelDB. A record is written in the same LevelDB batch as the item
+ * change it describes, so it exists exactly when the change does; the newest records are
+ * also kept in a bounded cache for readers at the tail (see record-cache.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { KeySchemaElement, LevelOp, MainDb } from '../dynalite.ts';
-import { buildRecord, type ItemChange, type StreamRecord, unchanged, type ViewType } from './records.ts';
+import { inRegion } from '../region.ts';
+import { recordKey, type StoredRecord, type StoredShard, type StoredStream, shardKey, streamKey } from './keys.ts';
+import { loadStreams } from './load.ts';
+import { horizonOf, type Shard, type Stream } from './model.ts';
+import { RecordStore } from './record-store.ts';
+import { buildRecord, type ItemChange, unchanged, type ViewType } from './records.ts';
 
 export interface StreamLogOptions {
   /** How long a shard stays open before it closes and gets a child (DynamoDB: about 4 hours). */
@@ -14,58 +22,15 @@ export interface StreamLogOptions {
   shardMaxRecords: number;
   /** How long records stay readable before they are trimmed (DynamoDB: 24 hours). */
   retentionMs: number;
-}
-
-export interface Entry {
-  seq: number;
-  createdAt: number;
-  /** False while the LevelDB batch holding it is in flight: readers stop at the first such entry. */
-  committed: boolean;
-  record: StreamRecord;
-}
-
-export interface Shard {
-  shardId: string;
-  parentShardId?: string;
-  createdAt: number;
-  closedAt?: number;
-  startSeq: number;
-  endSeq?: number;
-  /** Highest sequence number removed by trimming (0: nothing trimmed). */
-  trimmedThrough: number;
-  entries: Entry[];
-}
-
-export interface Stream {
-  arn: string;
-  label: string;
-  tableName: string;
-  keySchema: KeySchemaElement[];
-  viewType: ViewType;
-  createdAt: number;
-  enabled: boolean;
-  disabledAt?: number;
-  /** Iterators issued before the current epoch are expired (fault injection). */
-  iteratorEpoch: number;
-  shards: Shard[];
-}
-
-const streamKey = (arn: string) => `rp-stream~${arn}`;
-/** The highest seq a shard ever held (trimmed records included), or its start when it held none. */
-const lastSeqOf = (shard: Shard) => Math.max(shard.entries.at(-1)?.seq ?? 0, shard.trimmedThrough, shard.startSeq);
-const recordKey = (arn: string, seq: number) => `rp-srec~${arn}~${String(seq).padStart(21, '0')}`;
-
-interface StoredRecord {
-  arn: string;
-  shardId: string;
-  seq: number;
-  createdAt: number;
-  record: StreamRecord;
+  /** Bytes of the newest records kept in memory as well (see record-cache.ts). */
+  cacheBytes?: number;
 }
 
 export class StreamLog {
   private readonly streams = new Map<string, Stream>();
+  private readonly records: RecordStore;
   private lastSeq = 0;
+  private readAtStart = 0;
   private metaWrites: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -73,45 +38,25 @@ export class StreamLog {
     private readonly region: string,
     private readonly now: () => number,
     private readonly options: StreamLogOptions,
-  ) {}
+  ) {
+    this.records = new RecordStore(db, options.cacheBytes);
+  }
 
-  /** Reads streams and records written before a restart. */
+  /** Reads stream and shard definitions written before a restart; records stay on disk. */
   async load() {
-    for await (const value of this.db.values({ gte: 'rp-stream~', lt: 'rp-stream~\xff' })) {
-      const stream = value as Stream;
-      for (const shard of stream.shards) {
-        shard.entries = [];
-        this.lastSeq = Math.max(this.lastSeq, shard.startSeq, shard.endSeq ?? 0, shard.trimmedThrough);
-      }
-      this.streams.set(stream.arn, stream);
-    }
-    for await (const value of this.db.values({ gte: 'rp-srec~', lt: 'rp-srec~\xff' })) {
-      const stored = value as StoredRecord;
-      const stream = this.streams.get(stored.arn);
-      if (!stream) continue;
-      const shard = stream.shards.find((s) => s.shardId === stored.shardId) ?? this.recoverShard(stream, stored);
-      shard.entries.push({ seq: stored.seq, createdAt: stored.createdAt, committed: true, record: stored.record });
-      this.lastSeq = Math.max(this.lastSeq, stored.seq);
+    const { streams, recordsRead } = await loadStreams(this.db);
+    this.readAtStart = recordsRead;
+    for (const stream of streams) {
+      this.streams.set(this.idOf(stream.arn), stream);
+      this.records.open(stream.arn, stream.lastSeq);
+      const ends = [stream.lastSeq, stream.trimmedThrough, stream.endSeq ?? 0, ...stream.shards.map((s) => s.startSeq)];
+      this.lastSeq = Math.max(this.lastSeq, ...ends);
     }
   }
 
-  /** A record whose shard's metadata did not reach the disk before a crash: rebuild the shard. */
-  private recoverShard(stream: Stream, stored: StoredRecord): Shard {
-    const last = stream.shards.at(-1);
-    if (last && last.endSeq === undefined) {
-      last.endSeq = lastSeqOf(last);
-      last.closedAt = stored.createdAt;
-    }
-    const shard: Shard = {
-      shardId: stored.shardId,
-      parentShardId: last?.shardId,
-      createdAt: stored.createdAt,
-      startSeq: stored.seq - 1,
-      trimmedThrough: 0,
-      entries: [],
-    };
-    stream.shards.push(shard);
-    return shard;
+  /** Streams are known by their ARN in the engine's region, whatever region it was named in. */
+  private idOf(arn: string) {
+    return inRegion(arn, this.region);
   }
 
   /** The table's enabled stream, if any. */
@@ -137,17 +82,20 @@ export class StreamLog {
       .sort((a, b) => a.createdAt - b.createdAt || a.arn.localeCompare(b.arn));
   }
 
+  /** The stream of that ARN, in whatever region the client named it. */
   get(arn: string) {
-    return this.streams.get(arn);
+    return this.streams.get(this.idOf(arn));
   }
 
-  async enable(tableName: string, tableArn: string, keySchema: KeySchemaElement[], viewType: ViewType) {
+  /** Opens a stream for the table; `alongside` (the table's description) is written in the same batch. */
+  async enable(tableName: string, tableArn: string, keySchema: KeySchemaElement[], viewType: ViewType, alongside: LevelOp[] = []) {
     let createdAt = this.now();
     // Labels are timestamps; two streams of one table must not share one.
     while ([...this.streams.values()].some((s) => s.tableName === tableName && s.createdAt === createdAt)) createdAt++;
     const label = new Date(createdAt).toISOString().replace('Z', '');
+    const arn = `${tableArn}/stream/${label}`;
     const stream: Stream = {
-      arn: `${tableArn}/stream/${label}`,
+      arn,
       label,
       tableName,
       keySchema,
@@ -155,80 +103,103 @@ export class StreamLog {
       createdAt,
       enabled: true,
       iteratorEpoch: 0,
+      trimmedThrough: 0,
       shards: [],
+      lastSeq: 0,
+      pending: [],
     };
-    stream.shards.push(this.newShard(undefined, createdAt));
-    this.streams.set(stream.arn, stream);
-    await this.saveMeta(stream);
+    const shard = this.newShard(undefined, createdAt);
+    stream.shards.push(shard);
+    this.streams.set(this.idOf(arn), stream);
+    this.records.open(arn, shard.startSeq);
+    await this.saveMeta(stream, [...alongside, this.shardOp(stream, shard)]);
+    shard.saved = true;
     return stream;
   }
 
-  async disable(tableName: string) {
+  /** Closes the table's stream; `alongside` (the table's description) is written in the same batch. */
+  async disable(tableName: string, alongside: LevelOp[] = []) {
     const stream = this.current(tableName);
-    if (!stream) return;
+    if (!stream) return this.db.batch(alongside);
     stream.enabled = false;
     stream.disabledAt = this.now();
-    this.closeOpenShard(stream);
-    await this.saveMeta(stream);
+    stream.endSeq = this.closeOpenShard(stream)?.endSeq;
+    await this.saveMeta(stream, alongside);
   }
 
   /**
-   * Appends records for `changes` to their tables' streams. Returns the LevelDB ops to write
+   * Numbers records for `changes` in their tables' streams. Returns the LevelDB ops to write
    * in the same batch as the changes, and `settle`, to call once that batch has succeeded
-   * (the records become readable) or failed (they vanish).
+   * (the records become readable) or failed (they never existed; their numbers stay unused).
    */
   prepare(changes: ItemChange[]): { ops: LevelOp[]; settle(ok: boolean): void } {
     const ops: LevelOp[] = [];
-    const appended: { shard: Shard; entry: Entry }[] = [];
+    const appended: { stream: Stream; shards: Shard[]; stored: StoredRecord }[] = [];
+    const carried = new Set<Shard>();
     const now = this.now();
     for (const change of changes) {
       const stream = this.current(change.tableName);
+      // No stream, or a write that left the item as it was: no record, as in DynamoDB.
       if (!stream || unchanged(change)) continue;
       const shard = this.writableShard(stream, now);
       const seq = ++this.lastSeq;
-      const entry: Entry = { seq, createdAt: now, committed: false, record: buildRecord(change, seq, now, stream.viewType, this.region) };
-      shard.entries.push(entry);
-      appended.push({ shard, entry });
-      const stored: StoredRecord = { arn: stream.arn, shardId: shard.shardId, seq, createdAt: now, record: entry.record };
-      ops.push({ type: 'put', key: recordKey(stream.arn, seq), value: stored });
+      stream.lastSeq = seq;
+      stream.pending.push(seq);
+      const stored: StoredRecord = {
+        seq,
+        n: shard.count++,
+        createdAt: now,
+        record: buildRecord(change, seq, now, stream.viewType, this.region),
+      };
+      const unsaved = stream.shards.filter((s) => !s.saved && !carried.has(s));
+      for (const s of unsaved) carried.add(s);
+      ops.push(...unsaved.map((s) => this.shardOp(stream, s)), { type: 'put', key: recordKey(stream.arn, seq), value: stored });
+      appended.push({ stream, shards: unsaved, stored });
     }
     return {
       ops,
-      settle(ok) {
-        for (const { shard, entry } of appended) {
-          if (ok) entry.committed = true;
-          else shard.entries.splice(shard.entries.indexOf(entry), 1);
+      settle: (ok) => {
+        for (const { stream, shards, stored } of appended) {
+          if (ok) this.records.add(stream.arn, stored);
+          if (ok) for (const shard of shards) shard.saved = true;
+          stream.pending.splice(stream.pending.indexOf(stored.seq), 1);
         }
       },
     };
   }
 
   private writableShard(stream: Stream, now: number) {
-    let shard = stream.shards.at(-1) as Shard;
-    if (now - shard.createdAt >= this.options.shardMaxAgeMs || shard.entries.length >= this.options.shardMaxRecords) {
-      shard = this.rolloverNow(stream);
-    }
+    const shard = stream.shards.at(-1) as Shard;
+    // Past its age or its record count, the shard closes and its child takes the record.
+    if (now - shard.createdAt >= this.options.shardMaxAgeMs || shard.count >= this.options.shardMaxRecords) return this.rolloverNow(stream);
     return shard;
   }
 
   /** Closes the stream's open shard and opens its child. */
   rollover(stream: Stream) {
     if (!stream.enabled) return;
-    this.rolloverNow(stream);
+    const child = this.rolloverNow(stream);
+    // Should this write fail, the child's definition goes with its first record's batch instead.
+    this.saveMeta(stream, [this.shardOp(stream, child)]).then(
+      () => {
+        child.saved = true;
+      },
+      () => undefined,
+    );
   }
 
   private rolloverNow(stream: Stream) {
     const parent = this.closeOpenShard(stream);
     const child = this.newShard(parent?.shardId, this.now());
     stream.shards.push(child);
-    void this.saveMeta(stream);
     return child;
   }
 
   private closeOpenShard(stream: Stream) {
     const shard = stream.shards.at(-1);
     if (!shard || shard.endSeq !== undefined) return shard;
-    shard.endSeq = lastSeqOf(shard);
+    // The next number is the child's start (reserved), so the parent's range ends just below it.
+    shard.endSeq = this.lastSeq;
     shard.closedAt = this.now();
     return shard;
   }
@@ -237,48 +208,60 @@ export class StreamLog {
     // The start number is reserved, so a parent's range always ends below its child's.
     const startSeq = ++this.lastSeq;
     const shardId = `shardId-${String(createdAt).padStart(20, '0')}-${randomBytes(4).toString('hex')}`;
-    return { shardId, parentShardId, createdAt, startSeq, trimmedThrough: 0, entries: [] };
+    return { shardId, parentShardId, createdAt, startSeq, count: 0, saved: false };
   }
 
-  /** Removes committed records created before `cutoff` (all of them for Infinity). */
+  private shardOp(stream: Stream, { shardId, parentShardId, createdAt, startSeq }: Shard): LevelOp {
+    const value: StoredShard = { arn: stream.arn, shardId, createdAt, startSeq, ...(parentShardId ? { parentShardId } : {}) };
+    return { type: 'put', key: shardKey(stream.arn, startSeq), value };
+  }
+
+  /** Below this every record of the stream has landed or failed: readers go no further. */
+  horizon(stream: Stream) {
+    return horizonOf(stream);
+  }
+
+  /** The highest sequence number trimmed away within the shard. */
+  trimmedIn(stream: Stream, shard: Shard) {
+    return Math.min(stream.trimmedThrough, shard.endSeq ?? stream.trimmedThrough);
+  }
+
+  /** Up to `limit` committed records of the shard after `position`; `drained`: a closed shard has nothing more. */
+  read(stream: Stream, shard: Shard, position: number, limit: number) {
+    return this.records.read(stream, shard, position, limit);
+  }
+
+  /** Removes committed records created before `cutoff` (all of them for Infinity), oldest first, in batches. */
   async trim(stream: Stream, cutoff: number) {
-    const ops: LevelOp[] = [];
-    for (const shard of stream.shards) {
-      let n = 0;
-      while (n < shard.entries.length) {
-        const entry = shard.entries[n] as Entry;
-        if (!entry.committed || entry.createdAt >= cutoff) break;
-        ops.push({ type: 'del', key: recordKey(stream.arn, entry.seq) });
-        shard.trimmedThrough = entry.seq;
-        n++;
-      }
-      shard.entries.splice(0, n);
-    }
-    if (ops.length === 0) return 0;
-    // The deletes and the metadata that remembers them land together: a restart never
-    // forgets how far the stream went (and so never hands out a seq twice).
-    await this.saveMeta(stream, ops);
-    return ops.length;
+    // The deletes and the horizon that remembers them land together: a restart never
+    // forgets how far the stream went (and so never hands out a number twice).
+    return this.records.trim(stream, cutoff, (ops, through) => {
+      stream.trimmedThrough = Math.max(stream.trimmedThrough, through);
+      return this.saveMeta(stream, ops);
+    });
   }
 
-  /** Periodic upkeep: shards past their age roll over, records past retention are trimmed. */
+  /** Periodic upkeep: shards past their age roll over, records past retention are trimmed, old shards go. */
   async tick() {
     const now = this.now();
+    const expired = (at?: number) => at !== undefined && now - at > this.options.retentionMs;
     for (const stream of [...this.streams.values()]) {
       const open = stream.shards.at(-1);
-      if (stream.enabled && open && open.endSeq === undefined && now - open.createdAt >= this.options.shardMaxAgeMs) {
-        this.rolloverNow(stream);
-      }
+      if (stream.enabled && open && open.endSeq === undefined && now - open.createdAt >= this.options.shardMaxAgeMs) this.rollover(stream);
       await this.trim(stream, now - this.options.retentionMs);
-      const expired = (closedAt?: number) => closedAt !== undefined && now - closedAt > this.options.retentionMs;
-      const kept = stream.shards.filter((s) => s.entries.length > 0 || !expired(s.closedAt));
-      if (kept.length !== stream.shards.length) {
-        stream.shards = kept;
-        await this.saveMeta(stream);
+      // A shard closed longer ago than the retention holds nothing readable any more.
+      const gone = stream.shards.filter((s) => expired(s.closedAt));
+      if (gone.length > 0) {
+        stream.shards = stream.shards.filter((s) => !gone.includes(s));
+        await this.saveMeta(
+          stream,
+          gone.map((s) => ({ type: 'del', key: shardKey(stream.arn, s.startSeq) })),
+        );
       }
-      if (!stream.enabled && expired(stream.disabledAt) && kept.length === 0) {
-        this.streams.delete(stream.arn);
-        await this.db.batch([{ type: 'del', key: streamKey(stream.arn) }]);
+      if (!stream.enabled && expired(stream.disabledAt) && stream.shards.length === 0) {
+        this.streams.delete(this.idOf(stream.arn));
+        this.records.drop(stream.arn);
+        await this.saveMeta(stream, [{ type: 'del', key: streamKey(stream.arn) }]);
       }
     }
   }
@@ -291,10 +274,9 @@ export class StreamLog {
   /** Metadata writes go one at a time, each writing the state as it is then, so the last one wins. */
   private saveMeta(stream: Stream, alongside: LevelOp[] = []) {
     const write = this.metaWrites.then(() => {
-      if (!this.streams.has(stream.arn)) return this.db.batch(alongside);
-      const { shards, ...meta } = stream;
-      const value = { ...meta, shards: shards.map(({ entries: _, ...shard }) => shard) };
-      return this.db.batch([...alongside, { type: 'put', key: streamKey(stream.arn), value }]);
+      if (!this.streams.has(this.idOf(stream.arn))) return this.db.batch(alongside);
+      const { shards: _, lastSeq: __, pending: ___, ...stored } = stream;
+      return this.db.batch([...alongside, { type: 'put', key: streamKey(stream.arn), value: stored satisfies StoredStream }]);
     });
     this.metaWrites = write.catch(() => undefined);
     return write;
@@ -303,5 +285,10 @@ export class StreamLog {
   /** Waits for metadata writes in flight (before the database closes). */
   flush() {
     return this.metaWrites;
+  }
+
+  stats() {
+    const { records, bytes, hits, misses } = this.records.cacheStats();
+    return { cachedRecords: records, cachedBytes: bytes, cacheHits: hits, diskReads: misses, readAtStart: this.readAtStart };
   }
 }

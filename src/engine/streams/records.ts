@@ -8,6 +8,8 @@ export const viewTypes: readonly ViewType[] = ['KEYS_ONLY', 'NEW_IMAGE', 'OLD_IM
 /** One committed change to one item. */
 export interface ItemChange {
   tableName: string;
+  /** dynalite's key string of the item (how it is stored). */
+  itemKey: string;
   keys: Item;
   oldItem?: Item;
   newItem?: Item;

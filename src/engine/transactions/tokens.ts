@@ -1,0 +1,101 @@
+/**
+ * ClientRequestTokens of TransactWriteItems. A token is written in the same LevelDB batch as
+ * the transaction it made idempotent, so it exists exactly when the transaction was applied,
+ * also across a crash and a restart. An index by time lets expired tokens be deleted in
+ * order, each once: the bookkeeping is O(1) per transaction. Memory holds only the tokens
+ * of transactions in flight.
+ */
+import type { LevelOp, MainDb } from '../dynalite.ts';
+import { EngineError, errors } from '../errors.ts';
+
+/** DynamoDB remembers a ClientRequestToken for 10 minutes. */
+export const TOKEN_TTL_MS = 10 * 60_000;
+/** Transactions with a token in flight at once; one more is answered ThrottlingException (the SDK retries it). */
+export const MAX_PENDING_TOKENS = 10_000;
+/** Expired tokens deleted per LevelDB batch when pruning; a prune goes on batch after batch. */
+const PRUNE_BATCH = 500;
+
+const tokenKey = (token: string) => `rp-txtok~${token}`;
+const expiryPrefix = 'rp-txexp~';
+const expiryKey = (at: number, token: string) => `${expiryPrefix}${String(at).padStart(16, '0')}~${token}`;
+
+interface StoredToken {
+  hash: string;
+  at: number;
+  result: Record<string, unknown>;
+}
+
+/** What a request with a token is to do: answer the earlier result, or run and commit `ops` with its writes. */
+export type Claim = { result: Record<string, unknown> } | { ops: LevelOp[]; release(): void };
+
+export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS) {
+  /** Tokens of transactions in flight, with the hash of their request. */
+  const pending = new Map<string, string>();
+  let pruned = 0;
+
+  /**
+   * @throws IdempotentParameterMismatchException for the same token with another request
+   * @throws TransactionInProgressException while the same request is still running
+   */
+  async function claim(token: string, hash: string): Promise<Claim> {
+    const running = pending.get(token);
+    if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
+    if (pending.size >= maxPending) {
+      throw new EngineError(
+        400,
+        'com.amazon.coral.availability#ThrottlingException',
+        `Too many transactions with a ClientRequestToken in flight (${maxPending}); retry`,
+      );
+    }
+    pending.set(token, hash);
+    const release = () => void pending.delete(token);
+    let stored: StoredToken | undefined;
+    try {
+      stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
+    } catch (err) {
+      release();
+      throw err;
+    }
+    // A token past its window is forgotten, as if it had been pruned already.
+    if (stored && now() - stored.at < TOKEN_TTL_MS) {
+      release();
+      if (stored.hash !== hash) throw errors.idempotentParameterMismatch();
+      return { result: stored.result };
+    }
+    const at = now();
+    const value: StoredToken = { hash, at, result: {} };
+    return {
+      ops: [
+        { type: 'put', key: tokenKey(token), value },
+        { type: 'put', key: expiryKey(at, token), value: { token, at } },
+      ],
+      release,
+    };
+  }
+
+  /** Deletes the tokens whose window has passed, oldest first, in bounded batches. Returns how many. */
+  async function prune() {
+    const cutoff = now() - TOKEN_TTL_MS;
+    let count = 0;
+    for (;;) {
+      const expired: { token: string; at: number }[] = [];
+      for await (const value of db.values({ gte: expiryPrefix, lt: expiryKey(cutoff, ''), limit: PRUNE_BATCH })) {
+        expired.push(value as { token: string; at: number });
+      }
+      if (expired.length === 0) break;
+      const ops: LevelOp[] = [];
+      for (const { token, at } of expired) {
+        ops.push({ type: 'del', key: expiryKey(at, token) });
+        // The token may have been used again since (after its window): keep that newer use.
+        const stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
+        if (stored?.at === at) ops.push({ type: 'del', key: tokenKey(token) });
+      }
+      await db.batch(ops);
+      count += expired.length;
+    }
+    pruned += count;
+    return count;
+  }
+
+  return { claim, prune, stats: () => ({ inFlight: pending.size, pruned }) };
+}

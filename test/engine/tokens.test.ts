@@ -1,0 +1,109 @@
+/** ClientRequestTokens are kept with the data for their 10 minutes: across a restart, then pruned. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DynamoDBClient, GetItemCommand, PutItemCommand, TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
+import { afterEach, describe, expect, test } from 'vitest';
+import { createTestTable } from '../support/aws.ts';
+import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { waitFor } from '../support/wait.ts';
+
+const key = { pk: { S: 'p' }, sk: { S: 'counter' } };
+
+async function failure(promise: Promise<unknown>) {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected the request to fail');
+}
+
+const increment = (client: DynamoDBClient, table: string, token: string, by = '1') =>
+  client.send(
+    new TransactWriteItemsCommand({
+      ClientRequestToken: token,
+      TransactItems: [
+        { Update: { TableName: table, Key: key, UpdateExpression: 'ADD n :by', ExpressionAttributeValues: { ':by': { N: by } } } },
+      ],
+    }),
+  );
+
+const counter = async (client: DynamoDBClient, table: string) =>
+  (await client.send(new GetItemCommand({ TableName: table, Key: key, ConsistentRead: true }))).Item?.n?.N;
+
+const leftovers: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const dispose of leftovers.splice(0).reverse()) await dispose();
+});
+
+describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
+  test('a token is honoured after a restart, and forgotten once its 10 minutes have passed', async () => {
+    const clock = manualClock();
+    const dataDir = mkdtempSync(join(tmpdir(), 'runplane-tokens-'));
+    leftovers.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const first = await ownEngine({ dataDir, now: clock.now });
+    const { name } = await createTestTable(first.client, { stream: false });
+    await first.client.send(new PutItemCommand({ TableName: name, Item: { ...key, n: { N: '0' } } }));
+    await increment(first.client, name, 'token-a');
+    await first.engine.close();
+
+    const second = await ownEngine({ dataDir, now: clock.now });
+    leftovers.push(() => second.engine.close());
+    clock.advance(9 * 60_000);
+    await increment(second.client, name, 'token-a');
+    expect(await counter(second.client, name)).toBe('1');
+    expect((await failure(increment(second.client, name, 'token-a', '2'))).name).toBe('IdempotentParameterMismatchException');
+
+    clock.advance(61_000);
+    expect(await second.engine.control.pruneTokens()).toBe(1);
+    expect(second.engine.stats().tokens.pruned).toBe(1);
+    await increment(second.client, name, 'token-a');
+    expect(await counter(second.client, name)).toBe('2');
+  });
+
+  test('pruning deletes only the tokens past their window, and keeps a token used again since', async () => {
+    const clock = manualClock();
+    const { engine, client } = await ownEngine({ now: clock.now });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    for (const token of ['old-1', 'old-2', 'reused']) await increment(client, name, token);
+    clock.advance(11 * 60_000);
+    // Past its window, 'reused' is a new transaction: applied, and remembered from now.
+    await increment(client, name, 'reused');
+    clock.advance(5 * 60_000);
+    await increment(client, name, 'new');
+    expect(await engine.control.pruneTokens()).toBe(3);
+    expect(await counter(client, name)).toBe('5');
+    await increment(client, name, 'reused');
+    await increment(client, name, 'new');
+    expect(await counter(client, name)).toBe('5');
+  });
+
+  test('pruning goes through more tokens than one batch holds (500)', async () => {
+    const clock = manualClock();
+    const { engine, client } = await ownEngine({ now: clock.now });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    for (let i = 0; i < 520; i += 20) await Promise.all(Array.from({ length: 20 }, (_, j) => increment(client, name, `bulk-${i + j}`)));
+    clock.advance(11 * 60_000);
+    expect(await engine.control.pruneTokens()).toBe(520);
+    expect(await engine.control.pruneTokens()).toBe(0);
+  });
+
+  test('one transaction with a token more than the bound in flight is answered ThrottlingException', async () => {
+    const { engine, client } = await ownEngine({ lockWaitMs: Number.POSITIVE_INFINITY, limits: { pendingTokens: 1 } });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    const stall = engine.faults.inject({ operations: ['TransactWriteItems'], lockedLatencyMs: 600_000, times: 1 });
+    leftovers.push(() => stall.remove());
+    const stalled = increment(client, name, 'first');
+    await waitFor(() => engine.stats().tokens.inFlight === 1 && engine.stats().locks.held === 1, { what: 'the first to hold its lock' });
+    expect((await failure(increment(client, name, 'second'))).name).toBe('ThrottlingException');
+    expect((await failure(increment(client, name, 'first'))).name).toBe('TransactionInProgressException');
+    stall.remove();
+    await stalled;
+    await increment(client, name, 'second');
+    expect(await counter(client, name)).toBe('2');
+  });
+});
