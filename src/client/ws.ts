@@ -82,7 +82,7 @@ export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered }: 
             if (!queue.push({ data: result.data })) stop();
           },
           error: (err) => {
-            if (!stopped) queue.fail(toError(err, wsUrl));
+            if (!stopped) queue.fail(toError(err, url));
             stop();
           },
           complete: () => {
