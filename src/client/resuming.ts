@@ -21,8 +21,10 @@ export interface Resuming<Item> {
   onNotice: (notice: Notice) => void;
   /** The subscription to open now (it carries the stream's resume point). */
   request: () => Pick<StreamRequest, 'document' | 'variables' | 'lastEventId'>;
-  /** What to hand out for one result (nothing, when it is old news). */
-  accept: (result: StreamResult) => AsyncIterable<Item> | Iterable<Item>;
+  /** Before the first subscription (runEvents reads where "now" is). */
+  prepare?: () => Promise<void>;
+  /** What to hand out for one result: a list (nothing, when it is old news), or items read on the way. */
+  accept: (result: StreamResult) => AsyncIterable<Item> | readonly Item[];
   /** Before each resubscription: what to hand out first (runEvents looks for seqs it is owed). */
   resumed?: () => AsyncIterable<Item>;
   /** runEvents: the seq the next subscription resumes after, for notices. */
@@ -37,6 +39,7 @@ export async function* resuming<Item>(options: Resuming<Item>): AsyncGenerator<I
   signal?.addEventListener('abort', stop, { once: true });
   if (signal?.aborted) return;
   try {
+    await options.prepare?.();
     for (let first = true; ; first = false) {
       if (!first && options.resumed) yield* options.resumed();
       let connectedAt: number | undefined;
@@ -68,7 +71,10 @@ export async function* resuming<Item>(options: Resuming<Item>): AsyncGenerator<I
             break;
           }
           attempts.reset();
-          yield* options.accept(result.value);
+          const items = options.accept(result.value);
+          // The common case, a list, without an async iterator per result.
+          if (Array.isArray(items)) for (const item of items) yield item;
+          else yield* items;
         }
       } catch (err) {
         if (stopped.signal.aborted) return;

@@ -38,15 +38,11 @@ export interface StreamDeps {
   onNotice: (notice: Notice) => void;
 }
 
-export async function* runEvents(
-  deps: StreamDeps,
-  runId: string,
-  options: RunEventsOptions = {},
-): AsyncGenerator<RunEvent, void, undefined> {
+export function runEvents(deps: StreamDeps, runId: string, options: RunEventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
   const { signal, types } = options;
   const request: SendOptions = { signal, retry: deps.retry, onNotice: deps.onNotice };
-  const afterSeq = options.afterSeq ?? (await lastSeq(deps, runId, request));
-  const sequencer = new Sequencer(afterSeq, types ? new Set(types) : undefined);
+  const typeSet = types ? new Set(types) : undefined;
+  let sequencer = new Sequencer(options.afterSeq ?? 0, typeSet);
 
   /** Rows of the table within `holes`, in seq order, a page at a time. */
   async function* rows(holes: readonly SeqRange[]) {
@@ -63,24 +59,32 @@ export async function* runEvents(
     }
   }
 
-  async function* accept(event: RunEvent): AsyncGenerator<RunEvent> {
+  function accept(event: RunEvent): readonly RunEvent[] | AsyncIterable<RunEvent> {
     const verdict = sequencer.judge(event);
-    if (verdict.kind === 'drop') return;
+    if (verdict.kind === 'drop') return [];
     if (verdict.kind === 'late') {
       const late = sequencer.late(event);
-      if (late) yield late;
-      return;
+      return late ? [late] : [];
     }
+    if (verdict.holes.length === 0) {
+      const next = sequencer.inOrder(event, []);
+      return next ? [next] : [];
+    }
+    return fill(event, verdict.holes);
+  }
+
+  /** The holes before `event` read from the table, then `event` itself. */
+  async function* fill(event: RunEvent, holes: SeqRange[]): AsyncGenerator<RunEvent> {
     let found = 0;
-    for await (const row of rows(verdict.holes)) {
-      const handed = sequencer.fromTable(row, verdict.holes);
+    for await (const row of rows(holes)) {
+      const handed = sequencer.fromTable(row, holes);
       if (handed) {
         found++;
         yield handed;
       }
     }
-    const next = sequencer.inOrder(event, verdict.holes);
-    if (verdict.holes.length > 0) deps.onNotice({ kind: 'gap', runId, asked: verdict.holes, found, missing: next?.missingBefore ?? [] });
+    const next = sequencer.inOrder(event, holes);
+    deps.onNotice({ kind: 'gap', runId, asked: holes, found, missing: next?.missingBefore ?? [] });
     if (next) yield next;
   }
 
@@ -94,13 +98,17 @@ export async function* runEvents(
     }
   }
 
-  yield* resuming<RunEvent>({
+  return resuming<RunEvent>({
     stream: 'runEvents',
     transport: deps.transport(),
     policy: 'backlog',
     reconnect: deps.reconnect,
     signal,
     onNotice: deps.onNotice,
+    // Live from now: from the run's last seq, read first, so that a reconnect resumes exactly there.
+    prepare: async () => {
+      if (options.afterSeq === undefined) sequencer = new Sequencer(await lastSeq(deps, runId, request), typeSet);
+    },
     request: () => ({
       document: RunEvents,
       variables: { runId, afterSeq: sequencer.resumeAfter, types },

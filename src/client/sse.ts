@@ -74,11 +74,14 @@ function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOpt
       }
       if (chunk.done) return false;
       buffer += decoder.decode(chunk.value, { stream: true });
-      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-        const frame = parseFrame(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
+      // One pass over the chunk's frames; the unfinished rest is kept once (not re-copied per frame).
+      let start = 0;
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n', start)) {
+        const frame = parseFrame(buffer.slice(start, end));
+        start = end + 2;
         if (frame) frames.push(frame);
       }
+      buffer = buffer.slice(start);
       if (buffer.length > MAX_FRAME_CHARS) throw new RunplaneError('RESPONSE_TOO_LARGE', 'an SSE frame was larger than the client takes');
     }
     return true;

@@ -22,9 +22,9 @@ export function isNewerRun(next: RunState, seen: RunState | undefined) {
   return forward && (next.version > seen.version || next.budget.version > seen.budget.version);
 }
 
-export async function* runChanged(deps: StreamDeps, runId: string, { signal }: StateStreamOptions = {}): AsyncGenerator<RunState, void> {
+export function runChanged(deps: StreamDeps, runId: string, { signal }: StateStreamOptions = {}): AsyncGenerator<RunState, void> {
   let seen: RunState | undefined;
-  yield* resuming<RunState>({
+  return resuming<RunState>({
     stream: 'runChanged',
     transport: deps.transport(),
     policy: 'latest',
