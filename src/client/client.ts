@@ -60,6 +60,8 @@ export interface Runplane extends Mutations {
   withLease<T>(options: LeaseOptions, fn: (context: LeaseContext) => Promise<T>): Promise<T>;
   /** Closes the WebSocket (streams still open end with it). */
   close(): Promise<void>;
+  /** `await using runplane = createRunplane(...)` closes it on the way out. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export function createRunplane(options: RunplaneOptions): Runplane {
@@ -98,6 +100,9 @@ export function createRunplane(options: RunplaneOptions): Runplane {
   });
 
   const mutations = createMutations(http, retry, onNotice);
+  const close = async () => {
+    await transport?.close();
+  };
   return {
     ...mutations,
     async run(id, { consistent, first = 50, ...call } = {}) {
@@ -111,8 +116,7 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     runChanged: (runId, streamOptions) => runChanged(deps, runId, streamOptions),
     leaseChanged: (unitId, streamOptions) => leaseChanged(deps, unitId, streamOptions),
     withLease: (leaseOptions, fn) => withLease(mutations, leaseOptions, fn),
-    async close() {
-      await transport?.close();
-    },
+    close,
+    [Symbol.asyncDispose]: close,
   };
 }

@@ -66,7 +66,7 @@ function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOpt
   /** Reads until at least one whole frame is in; false when the body ended. */
   async function fill(from: ReadableStreamDefaultReader<Uint8Array>) {
     while (frames.length === 0) {
-      let chunk: ReadableStreamReadResult<Uint8Array>;
+      let chunk: Awaited<ReturnType<typeof from.read>>;
       try {
         chunk = await from.read();
       } catch (err) {
