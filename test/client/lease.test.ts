@@ -38,29 +38,47 @@ test('a function that throws: the lease is released at once, and the error is th
   if (next.__typename === 'Lease') expect(next.token).toBeGreaterThan(token);
 });
 
-test('two workers on one unit never run their functions at the same time, and each token is larger', async () => {
+test('two workers on one unit never hold it at the same time, and each token is larger', async () => {
   const runId = await newRun(api);
   const unitId = uniqueName('unit');
-  /** The shared log: who entered and left, in the order it happened. */
+  /**
+   * The shared log, in the order things happened: a worker enters when its function starts and
+   * leaves when it returns, or the moment its signal aborts (all withLease can answer for: it
+   * cannot stop a function that ignores its signal, which is what the fencing token is for).
+   */
   const log: { owner: string; at: 'enter' | 'leave'; token: number }[] = [];
+  let lost = 0;
   const worker = async (owner: string) => {
     const { client } = testClient(api.url);
-    for (let round = 0; round < 4; round++) {
-      await client.withLease({ unitId, owner, ttlSeconds: 1, waitMs: 60_000 }, async ({ token, signal }) => {
-        log.push({ owner, at: 'enter', token });
-        // The work: writes fenced by the token; once a round outlives the TTL, so the lease must be renewed.
-        for (let step = 0; step < 3; step++) {
+    for (let done = 0, tries = 0; done < 4 && tries < 12; tries++) {
+      await client
+        .withLease({ unitId, owner, ttlSeconds: 2, waitMs: 60_000 }, async ({ token, signal }) => {
+          let left = false;
+          const leave = () => {
+            if (!left) log.push({ owner, at: 'leave', token });
+            left = true;
+          };
+          signal.addEventListener('abort', leave, { once: true });
+          log.push({ owner, at: 'enter', token });
+          // The work: writes fenced by the token; once a round outlives the TTL, so the lease must be renewed.
+          for (let step = 0; step < 3; step++) {
+            signal.throwIfAborted();
+            await client.appendEvent({ runId, type: 'work', payload: { owner, token, step } });
+          }
+          if (done === 1) await new Promise((resolve) => setTimeout(resolve, 2_500));
           signal.throwIfAborted();
-          await client.appendEvent({ runId, type: 'work', payload: { owner, token, step } });
-        }
-        if (round === 1) await new Promise((resolve) => setTimeout(resolve, 1_600));
-        signal.throwIfAborted();
-        log.push({ owner, at: 'leave', token });
-      });
+          leave();
+          done++;
+        })
+        .catch((err) => {
+          // A machine too loaded to renew in time loses the lease: that round is tried again.
+          if (err?.code !== 'LEASE_LOST') throw err;
+          lost++;
+        });
     }
   };
   await Promise.all([worker('a'), worker('b')]);
-  expect(log).toHaveLength(16);
+  expect(log.length).toBeGreaterThanOrEqual(16);
   for (let i = 0; i < log.length; i += 2) {
     const [enter, leave] = [log[i], log[i + 1]];
     // Every enter is followed by the same owner's leave: no interval overlaps another.
@@ -69,6 +87,7 @@ test('two workers on one unit never run their functions at the same time, and ea
     if (i > 0) expect(enter?.token).toBeGreaterThan(log[i - 2]?.token as number);
   }
   expect(new Set(log.map((entry) => entry.owner))).toEqual(new Set(['a', 'b']));
+  expect(log.length).toBe(2 * (8 + lost));
 });
 
 test('waiting longer than waitMs for a held unit: LEASE_HELD, naming the holder', async () => {
@@ -105,7 +124,7 @@ describe.skipIf(onlyEmbedded)('with a renewal stalled by the engine', () => {
     const log: string[] = [];
     let stolenToken = 0;
     const outcome = await worker
-      .withLease({ unitId, owner: 'worker', ttlSeconds: 2 }, async ({ token, signal }) => {
+      .withLease({ unitId, owner: 'worker', ttlSeconds: 3 }, async ({ token, signal }) => {
         signal.addEventListener('abort', () => log.push(`worker aborted: ${(signal.reason as RunplaneError).code}`));
         // The next write of a lease (the first renewal) hangs in the engine for longer than the lease lasts.
         using stall = engine.faults.inject({ operations: ['TransactWriteItems'], latencyMs: 6_000, times: 1 });
