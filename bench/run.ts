@@ -7,6 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { catchUp } from './catch-up.ts';
+import { clientCost } from './client.ts';
 import { contendedAppends } from './contention.ts';
 import { endurance } from './endurance.ts';
 import { enduranceRows } from './endurance-rows.ts';
@@ -16,7 +17,7 @@ import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
-import { ms, ratio } from './stats.ts';
+import { ms, percentile, ratio } from './stats.ts';
 import { subscriptionLatency } from './subscription-latency.ts';
 import { wsFloor } from './ws-floor.ts';
 
@@ -43,7 +44,7 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
  * `npm run bench -- <section> ... [writes]` runs only those sections (with none, all of them)
  * and writes bench/results/<sections>.json; a number is the endurance section's write count.
  */
-const sections = ['requests', 'contention', 'fan-out', 'slow-readers', 'engine', 'endurance'] as const;
+const sections = ['requests', 'client', 'contention', 'fan-out', 'slow-readers', 'engine', 'endurance'] as const;
 const args = process.argv.slice(2);
 const asked = args.filter((arg) => !/^\d+$/.test(arg));
 for (const name of asked) {
@@ -134,6 +135,7 @@ async function main() {
       ]);
     });
 
+  if (wanted('client')) await clientSection(rows, results);
   if (wanted('contention')) await contendedSection(rows, results);
   if (wanted('fan-out')) await fanOutSection(rows, results);
   if (wanted('slow-readers')) await slowReadersSection(rows, results);
@@ -158,6 +160,37 @@ async function main() {
 }
 
 type Results = Record<string, unknown>;
+
+async function clientSection(rows: Row[], results: Results) {
+  step('client: appendEvent through runplane/client vs the raw request; runEvents catch-up vs a bare subscriber');
+  const cost = await withServer({}, (server) => clientCost(server));
+  results.client = cost;
+  const { append, catchUp: caught } = cost;
+  rows.push([
+    'appendEvent through runplane/client (p50 / p99)',
+    `${ms(append.client.p50)} / ${ms(append.client.p99)}`,
+    `the same request by fetch, same key: ${ms(append.raw.p50)} / ${ms(append.raw.p99)}`,
+    `${ratio(append.client.p50 / append.raw.p50)} (p50; target < 1.10x)`,
+  ]);
+  rows.push([
+    'appendEvent with an idempotency key, by fetch (p50 / p99)',
+    `${ms(append.raw.p50)} / ${ms(append.raw.p99)}`,
+    `without a key: ${ms(append.rawWithoutKey.p50)} / ${ms(append.rawWithoutKey.p99)}`,
+    `${ratio(append.raw.p50 / append.rawWithoutKey.p50)} (p50; the server's cost of the key)`,
+  ]);
+  const median = (xs: number[]) => percentile(xs, 50);
+  for (const [name, through, bare] of [
+    ['WebSocket', caught.clientWs, caught.bareWs],
+    ['SSE', caught.clientSse, caught.bareSse],
+  ] as const) {
+    rows.push([
+      `runEvents catch-up of ${caught.events.toLocaleString('en')} events through the client, ${name} (median of 5)`,
+      `${median(through).toFixed(2)} s`,
+      `the server's own, to a bare ${name} reader: ${median(bare).toFixed(2)} s`,
+      ratio(median(through) / median(bare)),
+    ]);
+  }
+}
 
 async function contendedSection(rows: Row[], results: Results) {
   step('contended appends, group commit on and off');

@@ -1,5 +1,6 @@
 /**
- * `npm run demo`: the state-store lab, for real, through the GraphQL HTTP API only.
+ * `npm run demo`: the state-store lab, for real, through the GraphQL HTTP API only, with
+ * Runplane's own client (runplane/client).
  *
  *   npm run demo                      # a server on 127.0.0.1:$PORT (4000) if one answers, else its own
  *   npm run demo -- --url URL         # that server
@@ -7,23 +8,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { createRunplane } from '../client/index.ts';
 import { loadConfig } from '../config.ts';
 import { startServer } from '../server.ts';
 
 type Json = Record<string, unknown>;
-
-function client(url: string) {
-  return async function gql<T = Json>(query: string, variables: Json = {}): Promise<T> {
-    const response = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query, variables }),
-    });
-    const body = (await response.json()) as { data?: T; errors?: { message: string }[] };
-    if (body.errors?.length) throw new Error(`GraphQL error: ${body.errors.map((e) => e.message).join('; ')}`);
-    return body.data as T;
-  };
-}
 
 async function answers(url: string) {
   try {
@@ -39,43 +28,23 @@ async function answers(url: string) {
   }
 }
 
-const APPEND = `mutation Append($input: AppendEventInput!) {
-  appendEvent(input: $input) {
-    __typename
-    ... on Event { seq }
-    ... on SequenceConflict { lastSeq message }
-  }
-}`;
-
-const ACQUIRE = `mutation Acquire($input: AcquireLeaseInput!) {
-  acquireLease(input: $input) {
-    __typename
-    ... on Lease { owner token expiresAt }
-    ... on LeaseHeld { holder expiresAt }
-  }
-}`;
-
 export async function runDemo(url: string, print: (line: string) => void = console.log) {
-  const gql = client(url);
+  // Requests only (no streams): the client's own retries and idempotency keys, nothing else.
+  const client = createRunplane({ url, transport: 'sse' });
   const suffix = randomBytes(3).toString('hex');
   const runId = `demo-${suffix}`;
   const unitId = `demo-unit-${suffix}`;
 
   // 1. One run, its budget and events, read back with ONE query.
-  await gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
-    input: { id: runId, task: 'audit checkout', budgetCap: 500000 },
-  });
+  await client.createRun({ id: runId, task: 'audit checkout', budgetCap: 500000 });
   for (const type of ['run.created', 'model.responded', 'tool.returned', 'run.completed']) {
-    await gql(APPEND, { input: { runId, type } });
+    await client.appendEvent({ runId, type });
   }
-  const { run } = await gql<{
-    run: { task: string; status: string; budget: Json; events: { edges: { node: { seq: number; type: string } }[] } };
-  }>(`query($id: ID!) { run(id: $id, consistent: true) { task status budget { cap spent } events { edges { node { seq type } } } } }`, {
-    id: runId,
-  });
+  const run = await client.run(runId, { consistent: true });
+  if (!run) throw new Error(`run ${runId} is missing right after it was created`);
   const row = (sk: string, detail: Json) => print(`  run#${runId}  ${sk.padEnd(9)} ${JSON.stringify(detail)}`);
   print("--- one table, one query: the run's whole story ---");
-  row('budget', run.budget);
+  row('budget', { cap: run.budget.cap, spent: run.budget.spent });
   row('meta', { task: run.task, status: run.status });
   for (const { node } of run.events.edges) row(`evt#${node.seq}`, { type: node.type });
 
@@ -83,12 +52,7 @@ export async function runDemo(url: string, print: (line: string) => void = conso
   print('');
   print('--- conditional append: two workers race for seq 5 ---');
   const race = await Promise.all(
-    ['A', 'B'].map(async (worker) => ({
-      worker,
-      result: (
-        await gql<{ appendEvent: { __typename: string; lastSeq?: number } }>(APPEND, { input: { runId, type: 'tool.called', seq: 5 } })
-      ).appendEvent,
-    })),
+    ['A', 'B'].map(async (worker) => ({ worker, result: await client.appendEvent({ runId, type: 'tool.called', seq: 5 }) })),
   );
   race.sort((a, b) => (a.result.__typename === 'Event' ? -1 : 1) - (b.result.__typename === 'Event' ? -1 : 1));
   for (const { worker, result } of race) {
@@ -96,10 +60,10 @@ export async function runDemo(url: string, print: (line: string) => void = conso
       print(`  worker ${worker}: append seq 5 -> ok`);
       continue;
     }
-    const next = (result.lastSeq ?? 0) + 1;
+    if (result.__typename !== 'SequenceConflict') throw new Error(`worker ${worker}: ${result.__typename}: ${result.message}`);
+    const next = result.lastSeq + 1;
     print(`  worker ${worker}: append seq 5 -> ${result.__typename} (last seq is ${result.lastSeq}; retries at seq ${next})`);
-    const retry = (await gql<{ appendEvent: { __typename: string } }>(APPEND, { input: { runId, type: 'tool.called', seq: next } }))
-      .appendEvent;
+    const retry = await client.appendEvent({ runId, type: 'tool.called', seq: next });
     print(`  worker ${worker}: append seq ${next} -> ${retry.__typename === 'Event' ? 'ok' : retry.__typename}`);
   }
 
@@ -108,23 +72,27 @@ export async function runDemo(url: string, print: (line: string) => void = conso
   print('--- leases: acquire, refuse, reclaim after a crash ---');
   const start = Date.now();
   const t = (at: number | string = Date.now()) => `t=${((new Date(at).getTime() - start) / 1000).toFixed(1)}s`;
-  type Acquired = { acquireLease: { __typename: string; owner?: string; holder?: string; token?: number; expiresAt: string } };
-  const acquire = async (owner: string) => (await gql<Acquired>(ACQUIRE, { input: { unitId, owner, ttlSeconds: 1 } })).acquireLease;
+  const acquire = async (owner: string) => {
+    const answer = await client.acquireLease({ unitId, owner, ttlSeconds: 1 });
+    if (answer.__typename === 'IdempotencyConflict') throw new Error(answer.message);
+    return answer;
+  };
   const a = await acquire('A');
-  print(`  ${t()} worker A acquires unit#${unitId} : ${a.__typename === 'Lease'} (token ${a.token}, until ${t(a.expiresAt)})`);
+  if (a.__typename !== 'Lease') throw new Error(`worker A was refused a free unit: ${a.message}`);
+  print(`  ${t()} worker A acquires unit#${unitId} : true (token ${a.token}, until ${t(a.expiresAt)})`);
   const b = await acquire('B');
   print(`  ${t()} worker B tries unit#${unitId}    : ${b.__typename === 'Lease'} (${b.__typename}: A's lease is live; B is refused)`);
   print('  ... worker A crashes; its lease keeps ticking toward expiry');
   const deadline = Date.now() + 10_000;
-  while ((await gql<{ lease: unknown }>('query($u: ID!) { lease(unitId: $u) { owner } }', { u: unitId })).lease !== null) {
+  while ((await client.lease(unitId)) !== null) {
     if (Date.now() > deadline) throw new Error("A's lease did not expire");
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const reclaimed = await acquire('B');
-  print(
-    `  ${t()} worker B reclaims unit#${unitId} : ${reclaimed.__typename === 'Lease'} (lease expired at ${t(a.expiresAt)}; B wins, token ${reclaimed.token})`,
-  );
+  if (reclaimed.__typename !== 'Lease') throw new Error(`worker B could not reclaim the unit: ${reclaimed.message}`);
+  print(`  ${t()} worker B reclaims unit#${unitId} : true (lease expired at ${t(a.expiresAt)}; B wins, token ${reclaimed.token})`);
   print(`  unit#${unitId} lease now held by ${reclaimed.owner} until ${t(reclaimed.expiresAt)}`);
+  await client.close();
 }
 
 async function main() {

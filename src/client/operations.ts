@@ -1,0 +1,133 @@
+/**
+ * Every document the client sends. Each union member selects all of its fields, so a caller
+ * branching on `__typename` has what the refusal carries (the last seq, the holder, the
+ * remaining budget) without another read.
+ */
+import { graphql } from './graphql.ts';
+
+const BudgetFields = graphql(`fragment BudgetFields on Budget { id runId cap spent remaining version }`);
+const RunFields = graphql(`fragment RunFields on Run { id task status version createdAt updatedAt budget { ...BudgetFields } }`, [
+  BudgetFields,
+]);
+const EventFields = graphql(`fragment EventFields on Event { id runId seq type payload createdAt late missingBefore { from to } }`);
+const LeaseFields = graphql(`fragment LeaseFields on Lease { id unitId owner token acquiredAt expiresAt version }`);
+const IdempotencyConflictFields = graphql(`fragment IdempotencyConflictFields on IdempotencyConflict { message key operation }`);
+
+export const CreateRun = graphql(
+  `mutation CreateRun($input: CreateRunInput!) {
+    createRun(input: $input) {
+      __typename
+      ...RunFields
+      ... on RunAlreadyExists { message runId }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [RunFields, IdempotencyConflictFields],
+);
+
+export const AppendEvent = graphql(
+  `mutation AppendEvent($input: AppendEventInput!) {
+    appendEvent(input: $input) {
+      __typename
+      ...EventFields
+      ... on SequenceConflict { message runId seq lastSeq }
+      ... on RunNotFound { message runId }
+      ... on BudgetExceeded { message runId cap spent remaining requested }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [EventFields, IdempotencyConflictFields],
+);
+
+export const ChargeBudget = graphql(
+  `mutation ChargeBudget($input: ChargeBudgetInput!) {
+    chargeBudget(input: $input) {
+      __typename
+      ...BudgetFields
+      ... on BudgetExceeded { message runId cap spent remaining requested }
+      ... on RunNotFound { message runId }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [BudgetFields, IdempotencyConflictFields],
+);
+
+export const TransitionRun = graphql(
+  `mutation TransitionRun($input: TransitionRunInput!) {
+    transitionRun(input: $input) {
+      __typename
+      ...RunFields
+      ... on StatusConflict { message runId expected current currentVersion expectedVersion }
+      ... on RunNotFound { message runId }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [RunFields, IdempotencyConflictFields],
+);
+
+export const AcquireLease = graphql(
+  `mutation AcquireLease($input: AcquireLeaseInput!) {
+    acquireLease(input: $input) {
+      __typename
+      ...LeaseFields
+      ... on LeaseHeld { message unitId holder expiresAt }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [LeaseFields, IdempotencyConflictFields],
+);
+
+const LeaseLostFields = graphql(`fragment LeaseLostFields on LeaseLost { message unitId currentHolder currentToken }`);
+
+export const RenewLease = graphql(
+  `mutation RenewLease($input: RenewLeaseInput!) {
+    renewLease(input: $input) { __typename ...LeaseFields ...LeaseLostFields ...IdempotencyConflictFields }
+  }`,
+  [LeaseFields, LeaseLostFields, IdempotencyConflictFields],
+);
+
+export const ReleaseLease = graphql(
+  `mutation ReleaseLease($input: ReleaseLeaseInput!) {
+    releaseLease(input: $input) { __typename ...LeaseFields ...LeaseLostFields ...IdempotencyConflictFields }
+  }`,
+  [LeaseFields, LeaseLostFields, IdempotencyConflictFields],
+);
+
+export const ReadRun = graphql(
+  `query ReadRun($id: ID!, $consistent: Boolean, $first: Int) {
+    run(id: $id, consistent: $consistent) {
+      ...RunFields
+      lastSeq
+      events(first: $first) { edges { node { ...EventFields } } pageInfo { hasNextPage endCursor } }
+    }
+  }`,
+  [RunFields, EventFields],
+);
+
+/** A run's last seq, read consistently: where "live from now" starts, exactly. */
+export const LastSeq = graphql(`query LastSeq($id: ID!) { run(id: $id, consistent: true) { lastSeq } }`);
+
+/** Events after a seq, in order, from the table: what fills a hole in a live feed. */
+export const EventPage = graphql(
+  `query EventPage($id: ID!, $afterSeq: Int!, $first: Int!) {
+    run(id: $id, consistent: true) {
+      events(afterSeq: $afterSeq, first: $first) { edges { node { ...EventFields } } pageInfo { hasNextPage } }
+    }
+  }`,
+  [EventFields],
+);
+
+export const ReadLease = graphql(`query ReadLease($unitId: ID!) { lease(unitId: $unitId) { ...LeaseFields } }`, [LeaseFields]);
+
+export const RunEvents = graphql(
+  `subscription RunEvents($runId: ID!, $afterSeq: Int, $types: [String!]) {
+    runEvents(runId: $runId, afterSeq: $afterSeq, types: $types) { ...EventFields }
+  }`,
+  [EventFields],
+);
+
+export const RunChanged = graphql(`subscription RunChanged($runId: ID!) { runChanged(runId: $runId) { ...RunFields } }`, [RunFields]);
+
+export const LeaseChanged = graphql(`subscription LeaseChanged($unitId: ID!) { leaseChanged(unitId: $unitId) { ...LeaseFields } }`, [
+  LeaseFields,
+]);

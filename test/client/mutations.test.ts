@@ -1,0 +1,132 @@
+/**
+ * The client's mutations against a real server: each returns its union as a value (a refusal
+ * is never thrown), failures are RunplaneErrors saying whether to retry, and a retry after a
+ * lost response carries the same idempotency key, so the write is applied once.
+ */
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { RunplaneError } from 'runplane/client';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Engine } from '../../src/engine/index.ts';
+import { uniqueName } from '../support/aws.ts';
+import { testClient } from '../support/client.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { freePort } from '../support/ports.ts';
+import { runPartition } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer();
+});
+
+test('every mutation answers its union as a value: successes and refusals alike', async () => {
+  const { client } = testClient(api.url);
+  const id = uniqueName('run');
+  const created = await client.createRun({ id, task: 'audit', budgetCap: 100 });
+  expect(created).toMatchObject({ __typename: 'Run', id, status: 'RUNNING', budget: { cap: 100, spent: 0 } });
+  expect(await client.createRun({ id, task: 'audit', budgetCap: 100 })).toMatchObject({ __typename: 'RunAlreadyExists', runId: id });
+
+  const appended = await client.appendEvent({ runId: id, type: 'tool.called', payload: { tool: 'search' } });
+  expect(appended).toMatchObject({ __typename: 'Event', seq: 1, payload: { tool: 'search' }, late: false, missingBefore: [] });
+  const conflict = await client.appendEvent({ runId: id, type: 'x', seq: 5 });
+  expect(conflict).toMatchObject({ __typename: 'SequenceConflict', seq: 5, lastSeq: 1 });
+  if (conflict.__typename === 'SequenceConflict') expect(conflict.message).toMatch(/gap/);
+  expect(await client.appendEvent({ runId: uniqueName('absent'), type: 'x' })).toMatchObject({ __typename: 'RunNotFound' });
+
+  expect(await client.chargeBudget({ runId: id, amount: 60 })).toMatchObject({ __typename: 'Budget', spent: 60, remaining: 40 });
+  expect(await client.chargeBudget({ runId: id, amount: 60 })).toMatchObject({
+    __typename: 'BudgetExceeded',
+    remaining: 40,
+    requested: 60,
+  });
+  expect(await client.appendEvent({ runId: id, type: 'paid', cost: 50 })).toMatchObject({ __typename: 'BudgetExceeded' });
+
+  expect(await client.transitionRun({ runId: id, from: 'WAITING_FOR_TOOL', to: 'RUNNING' })).toMatchObject({
+    __typename: 'StatusConflict',
+    current: 'RUNNING',
+  });
+  expect(await client.transitionRun({ runId: id, from: 'RUNNING', to: 'COMPLETED' })).toMatchObject({
+    __typename: 'Run',
+    status: 'COMPLETED',
+  });
+
+  const unitId = uniqueName('unit');
+  const lease = await client.acquireLease({ unitId, owner: 'a', ttlSeconds: 30 });
+  if (lease.__typename !== 'Lease') throw new Error(`expected a lease, got ${lease.__typename}`);
+  expect(await client.acquireLease({ unitId, owner: 'b', ttlSeconds: 30 })).toMatchObject({ __typename: 'LeaseHeld', holder: 'a' });
+  expect(await client.renewLease({ unitId, owner: 'a', token: lease.token + 1, ttlSeconds: 30 })).toMatchObject({
+    __typename: 'LeaseLost',
+  });
+  expect(await client.renewLease({ unitId, owner: 'a', token: lease.token, ttlSeconds: 30 })).toMatchObject({
+    __typename: 'Lease',
+    token: lease.token,
+  });
+  expect(await client.releaseLease({ unitId, owner: 'a', token: lease.token })).toMatchObject({ __typename: 'Lease' });
+  expect(await client.lease(unitId)).toBeNull();
+
+  // A key is one request: the same key with another input is refused, as a value too.
+  const idempotencyKey = uniqueName('key');
+  expect(await client.appendEvent({ runId: id, type: 'once', idempotencyKey })).toMatchObject({ __typename: 'Event' });
+  expect(await client.appendEvent({ runId: id, type: 'other', idempotencyKey })).toMatchObject({ __typename: 'IdempotencyConflict' });
+  const read = await client.run(id, { consistent: true });
+  expect(read?.events.edges.map((edge) => edge.node.type)).toEqual(['tool.called', 'once']);
+});
+
+test('bad input is a RunplaneError that is not retried; nothing is written', async () => {
+  const { client, sent } = testClient(api.url);
+  const error = await client.appendEvent({ runId: 'no#such', type: 'x' }).catch((err) => err);
+  expect(error).toBeInstanceOf(RunplaneError);
+  expect(error).toMatchObject({ code: 'BAD_USER_INPUT', retryable: false });
+  expect(sent).toEqual(['AppendEvent']);
+});
+
+test('a server that cannot be reached: a retryable RunplaneError once the attempts are used up', async () => {
+  const url = `http://127.0.0.1:${await freePort()}/graphql`;
+  const { client, sent, notices } = testClient(url, { retry: { maxAttempts: 3, baseDelayMs: 1 } });
+  const error = await client.createRun({ task: 't', budgetCap: 1 }).catch((err) => err);
+  expect(error).toMatchObject({ name: 'RunplaneError', code: 'NETWORK_ERROR', retryable: true });
+  expect(error.message).toBe(`server not reachable at ${url} (ECONNREFUSED)`);
+  expect(sent).toEqual(['CreateRun', 'CreateRun', 'CreateRun']);
+  expect(notices.map((n) => n.kind)).toEqual(['retry', 'retry']);
+});
+
+describe.skipIf(onlyEmbedded)('with faults in the engine', () => {
+  let engine: Engine;
+  let faulty: TestServer;
+  beforeAll(async () => {
+    ({ engine } = await ownEngine());
+    faulty = await startTestServer({ endpoint: engine.endpoint, stopAfterAll: false });
+  });
+  afterAll(async () => {
+    await faulty?.server.stop();
+    await engine?.close();
+  });
+
+  test('a write applied but its answer lost: the client retries once, with the same key, and it is applied once', async () => {
+    const { client, sent, notices } = testClient(faulty.url);
+    const created = await client.createRun({ task: 't', budgetCap: 10 });
+    if (created.__typename !== 'Run') throw new Error(created.__typename);
+    const runId = created.id;
+    {
+      // Applied, then answered 500 to every attempt of the server's SDK: the server answers UNAVAILABLE.
+      using lost = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'InternalServerError', after: true, times: 3 });
+      const appended = await client.appendEvent({ runId, type: 'once', payload: { n: 1 }, cost: 3 });
+      expect(appended).toMatchObject({ __typename: 'Event', seq: 1, type: 'once' });
+      expect(lost.hits).toBe(3);
+    }
+    expect(sent.filter((name) => name === 'AppendEvent')).toHaveLength(2);
+    expect(notices).toMatchObject([
+      { kind: 'retry', operation: 'AppendEvent', attempt: 1, error: { code: 'UNAVAILABLE', retryable: true } },
+    ]);
+    const { Items = [] } = await faulty.server.clients.doc.send(
+      new QueryCommand({
+        TableName: faulty.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': runPartition(runId) },
+        ConsistentRead: true,
+      }),
+    );
+    expect(Items.filter((row) => String(row.sk).startsWith('evt#'))).toHaveLength(1);
+    expect(Items.find((row) => row.sk === '#budget')).toMatchObject({ spent: 3 });
+  });
+});
