@@ -2,10 +2,12 @@
  * Queries and mutations over HTTP (a POST of JSON), with retries. One attempt either returns
  * the operation's data or throws a RunplaneError saying whether trying again may help.
  */
+
 import { clientCodes, fromGraphQLErrors, fromNetworkFailure, type GraphQLErrorLike, RunplaneError } from './errors.ts';
 import { type Document, documentText, type ResultOf, type ValidDocument, type VariablesOf } from './graphql.ts';
 import type { Notice } from './notices.ts';
 import { Attempts, type RetryPolicy, sleep } from './retry.ts';
+import { anySignal } from './signals.ts';
 
 export interface HttpConnection {
   url: string;
@@ -51,7 +53,7 @@ async function attemptOnce(http: HttpConnection, document: Document, variables: 
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...http.headers },
       body: JSON.stringify({ query: documentText(document), variables }),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      signal: signal ? anySignal([signal, timeout]) : timeout,
     });
     text = await response.text();
   } catch (err) {

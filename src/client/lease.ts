@@ -4,9 +4,11 @@
  * the function's signal the moment the lease is lost or cannot be renewed before it expires,
  * and releases at the end, also when the function throws.
  */
+
 import { clientCodes, RunplaneError } from './errors.ts';
 import type { Mutations } from './mutations.ts';
 import { sleep } from './retry.ts';
+import { anySignal } from './signals.ts';
 import type { LeaseState } from './state-streams.ts';
 
 export interface LeaseOptions {
@@ -121,7 +123,7 @@ function hold(mutations: Mutations, { unitId, owner, ttlSeconds, signal }: Lease
         const until = AbortSignal.timeout(Math.max(1, validUntil - sentAt));
         const answer = await mutations.renewLease(
           { unitId, owner, token: lease.token, ttlSeconds },
-          { signal: AbortSignal.any([stopping.signal, until]), retry: { deadlineMs: Math.max(0, validUntil - sentAt) } },
+          { signal: anySignal([stopping.signal, until]), retry: { deadlineMs: Math.max(0, validUntil - sentAt) } },
         );
         if (answer.__typename === 'Lease') validUntil = confirmed(sentAt);
         else

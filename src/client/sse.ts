@@ -5,8 +5,10 @@
  * server stopping, a connection cut) is told apart from one that really ended, and each
  * resubscription carries its own resume point (afterSeq, Last-Event-ID).
  */
+
 import { clientCodes, fromGraphQLErrors, fromNetworkFailure, type GraphQLErrorLike, RunplaneError } from './errors.ts';
 import { documentText } from './graphql.ts';
+import { anySignal } from './signals.ts';
 import type { StreamRequest, StreamResult, StreamTransport, Subscription } from './transport.ts';
 
 /** The largest frame taken (the server's own cap on one result is 16 MiB by default). */
@@ -33,7 +35,7 @@ export function sseTransport({ url, headers, fetch }: SseOptions): StreamTranspo
 
 function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOptions): Subscription {
   const abort = new AbortController();
-  const signal = AbortSignal.any([request.signal, abort.signal]);
+  const signal = anySignal([request.signal, abort.signal]);
   const decoder = new TextDecoder();
   let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   let buffer = '';
