@@ -184,17 +184,28 @@ export function checkMutualExclusion(history: History): string[] {
 }
 
 /** The probe's subscriber (never dropped) got each acknowledged probe event within `maxMs` of its acknowledgement. */
-export function checkDeliveryLatency(history: History, subscriptions: Subscription[], probeRun: string, maxMs: number): string[] {
-  const found: string[] = [];
+export function checkDeliveryLatency(
+  history: History,
+  subscriptions: Subscription[],
+  probeRun: string,
+  { maxMs, baselineUntil }: { maxMs: number; baselineUntil: number },
+): string[] {
   const probe = subscriptions.find((s) => s.stable && s.runId === probeRun);
   if (!probe) return [`no subscriber on the probe run ${probeRun}`];
+  const deliveries: { end: number; seq: number; late: number }[] = [];
   for (const o of history.operations) {
     if (o.client !== 'prober' || o.outcome !== 'acknowledged') continue;
     const seq = o.result?.seq as number;
     const i = probe.events.findIndex((e) => e.seq === seq);
     if (i < 0) continue; // checkSubscriptions reports it
-    const late = (probe.received?.[i] ?? Number.NaN) - o.end;
-    if (late > maxMs) found.push(`probe event ${seq} reached its (connected) subscriber ${late.toFixed(0)} ms after it was acknowledged`);
+    deliveries.push({ end: o.end, seq, late: (probe.received?.[i] ?? Number.NaN) - o.end });
   }
-  return found;
+  const before = deliveries.filter((d) => d.end < baselineUntil).map((d) => d.late);
+  const allowed = Math.max(maxMs, 3 * Math.max(0, ...before));
+  return deliveries
+    .filter((d) => !(d.late <= allowed))
+    .map(
+      (d) =>
+        `probe event ${d.seq} reached its (connected) subscriber ${d.late.toFixed(0)} ms after it was acknowledged (allowed ${allowed.toFixed(0)} ms; slowest before the faults ${Math.max(0, ...before).toFixed(0)} ms)`,
+    );
 }

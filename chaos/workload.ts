@@ -27,6 +27,8 @@ export interface WorkloadOptions {
   cappedRun?: string;
   /** A run written to now and then by one client and watched by one subscriber that never drops (delivery latency). */
   probeRun?: string;
+  /** How often the prober appends (default every 1.2 s). */
+  probeEveryMs?: number;
   /** Chance that a keyed append is sent to both servers at once. */
   hedgeChance?: number;
   /** A run only the raw writer writes to, through `put` (the table, not the API), and one subscriber watches. */
@@ -261,7 +263,7 @@ export function startWorkload(options: WorkloadOptions) {
     for (let n = 1; generating; n++) {
       const op = `prober-${n}`;
       await perform('prober', url, 'append', APPEND, { runId, type: 'chaos', payload: { op }, idempotencyKey: op }, true);
-      await sleep(1_200);
+      await sleep(options.probeEveryMs ?? 1_200);
     }
   };
 

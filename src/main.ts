@@ -11,17 +11,6 @@ async function main() {
   const where = server.engine
     ? `embedded engine on ${server.engine.endpoint} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`
     : `${config.dynamodb.endpoint ?? 'AWS'} (region ${config.dynamodb.region})`;
-  console.log(
-    [
-      `Runplane is up: ${server.url}${config.graphiql ? ' (open it in a browser for GraphiQL)' : ''}`,
-      `  DynamoDB: ${where}`,
-      `  table:    ${config.table}${server.tableCreated ? ' (created now)' : ''}`,
-      server.open
-        ? '  tenant:   default (no API keys configured: anyone who can reach the port can use it)'
-        : `  auth:     API keys (${config.auth.file ? `file ${config.auth.file}, re-read when it changes` : 'RUNPLANE_API_KEYS'})`,
-      'Ctrl-C stops it.',
-    ].join('\n'),
-  );
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -37,6 +26,18 @@ async function main() {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // Said only once the signals are handled: whoever reads this may stop it at once.
+  console.log(
+    [
+      `Runplane is up: ${server.url}${config.graphiql ? ' (open it in a browser for GraphiQL)' : ''}`,
+      `  DynamoDB: ${where}`,
+      `  table:    ${config.table}${server.tableCreated ? ' (created now)' : ''}`,
+      server.open
+        ? '  tenant:   default (no API keys configured: anyone who can reach the port can use it)'
+        : `  auth:     API keys (${config.auth.file ? `file ${config.auth.file}, re-read when it changes` : 'RUNPLANE_API_KEYS'})`,
+      'Ctrl-C stops it.',
+    ].join('\n'),
+  );
 }
 
 /** One line saying what is wrong, and what to do where that is clear. */

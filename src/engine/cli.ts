@@ -16,9 +16,6 @@ async function main() {
     return;
   }
   const engine = await startEngine(options);
-  console.log(
-    `engine: DynamoDB and DynamoDB Streams on ${engine.endpoint} (${options.dataDir ? `data in ${options.dataDir}` : 'in memory'})`,
-  );
   // A parent process with an IPC channel may inject faults (the chaos harness does).
   serveRemoteControl(engine);
   const stop = async (signal: string) => {
@@ -28,6 +25,10 @@ async function main() {
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
+  // Said only once the signals are handled: whoever reads this may stop it at once.
+  console.log(
+    `engine: DynamoDB and DynamoDB Streams on ${engine.endpoint} (${options.dataDir ? `data in ${options.dataDir}` : 'in memory'})`,
+  );
 }
 
 main().catch((err) => {
