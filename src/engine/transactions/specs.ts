@@ -21,27 +21,23 @@ const member = (type: string, children: Record<string, unknown>, required: strin
   },
 });
 
+/** `TransactItems`: 1 to 100 of one struct. */
+const transactItems = (struct: string, children: Record<string, unknown>) => ({
+  type: 'List',
+  notNull: true,
+  lengthGreaterThanOrEqual: 1,
+  lengthLessThanOrEqual: 100,
+  children: { type: `ValueStruct<${struct}>`, children },
+});
+
 export const writeSpec = {
   types: {
-    TransactItems: {
-      type: 'List',
-      notNull: true,
-      lengthGreaterThanOrEqual: 1,
-      lengthLessThanOrEqual: 100,
-      children: {
-        type: 'ValueStruct<TransactWriteItem>',
-        children: {
-          ConditionCheck: member('ConditionCheck', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers]), [
-            'ConditionExpression',
-          ]),
-          Put: member('Put', pick(requestTypes('PutItem'), ['Item', ...expressionMembers])),
-          Delete: member('Delete', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers])),
-          Update: member('Update', pick(requestTypes('UpdateItem'), ['Key', 'UpdateExpression', ...expressionMembers]), [
-            'UpdateExpression',
-          ]),
-        },
-      },
-    },
+    TransactItems: transactItems('TransactWriteItem', {
+      ConditionCheck: member('ConditionCheck', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers]), ['ConditionExpression']),
+      Put: member('Put', pick(requestTypes('PutItem'), ['Item', ...expressionMembers])),
+      Delete: member('Delete', pick(requestTypes('DeleteItem'), ['Key', ...expressionMembers])),
+      Update: member('Update', pick(requestTypes('UpdateItem'), ['Key', 'UpdateExpression', ...expressionMembers]), ['UpdateExpression']),
+    }),
     ClientRequestToken: { type: 'String', lengthGreaterThanOrEqual: 1, lengthLessThanOrEqual: 36 },
     ReturnConsumedCapacity: { type: 'String', enum: ['INDEXES', 'TOTAL', 'NONE'] },
     ReturnItemCollectionMetrics: { type: 'String', enum: ['SIZE', 'NONE'] },
@@ -50,22 +46,13 @@ export const writeSpec = {
 
 export const getSpec = {
   types: {
-    TransactItems: {
-      type: 'List',
-      notNull: true,
-      lengthGreaterThanOrEqual: 1,
-      lengthLessThanOrEqual: 100,
-      children: {
-        type: 'ValueStruct<TransactGetItem>',
-        children: {
-          Get: {
-            type: 'FieldStruct<Get>',
-            notNull: true,
-            children: pick(requestTypes('GetItem'), ['Key', 'TableName', 'ProjectionExpression', 'ExpressionAttributeNames']),
-          },
-        },
+    TransactItems: transactItems('TransactGetItem', {
+      Get: {
+        type: 'FieldStruct<Get>',
+        notNull: true,
+        children: pick(requestTypes('GetItem'), ['Key', 'TableName', 'ProjectionExpression', 'ExpressionAttributeNames']),
       },
-    },
+    }),
     ReturnConsumedCapacity: { type: 'String', enum: ['INDEXES', 'TOTAL', 'NONE'] },
   },
 };
