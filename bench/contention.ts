@@ -21,12 +21,15 @@ export interface ContentionResult {
 
 const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
 
-export async function contendedAppends(
-  server: ServerProcess,
-  clients: number,
-  runs: number,
-  durationMs: number,
-): Promise<ContentionResult> {
+interface Sample {
+  latencies: number[];
+  conflicts: number;
+  failures: number;
+  seconds: number;
+}
+
+/** One stretch of load on one server: every append's latency, and the conflicts it caused. */
+async function appendLoad(server: ServerProcess, clients: number, runs: number, durationMs: number): Promise<Sample> {
   const gql = graphqlClient(server.url);
   const runIds = await Promise.all(
     Array.from({ length: runs }, async () => {
@@ -58,15 +61,41 @@ export async function contendedAppends(
       }
     }),
   );
-  const elapsed = (performance.now() - started) / 1000;
+  const seconds = (performance.now() - started) / 1000;
   const conflicts = (await server.metric('runplane_event_append_conflicts_total')) - conflictsBefore;
+  return { latencies, conflicts, failures, seconds };
+}
+
+function summary(samples: Sample[], clients: number, runs: number): ContentionResult {
+  const latencies = samples.flatMap((s) => s.latencies);
+  const conflicts = samples.reduce((n, s) => n + s.conflicts, 0);
   return {
     clients,
     runs,
-    appendsPerSecond: latencies.length / elapsed,
+    appendsPerSecond: latencies.length / samples.reduce((n, s) => n + s.seconds, 0),
     conflictsPerSuccess: conflicts / Math.max(1, latencies.length),
-    failures,
+    failures: samples.reduce((n, s) => n + s.failures, 0),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
   };
+}
+
+/**
+ * The same load on two servers, in alternating rounds so both meet the same moments of this
+ * shared machine (one block each would compare two different machines).
+ */
+export async function contendedAppends(
+  servers: [ServerProcess, ServerProcess],
+  clients: number,
+  runs: number,
+  durationMs: number,
+  rounds = 4,
+): Promise<[ContentionResult, ContentionResult]> {
+  const samples: [Sample[], Sample[]] = [[], []];
+  for (let round = 0; round < rounds; round++) {
+    // Which goes first alternates too: neither always follows the other's load.
+    const order = round % 2 === 0 ? [0, 1] : [1, 0];
+    for (const i of order) samples[i as 0 | 1].push(await appendLoad(servers[i as 0 | 1], clients, runs, durationMs / rounds));
+  }
+  return [summary(samples[0], clients, runs), summary(samples[1], clients, runs)];
 }

@@ -206,9 +206,7 @@ async function contendedSection(rows: Row[], results: Results) {
   const off = await startServerProcess({ RUNPLANE_GROUP_COMMIT: 'false' });
   try {
     for (const [clients, runs] of shapes) {
-      // Alternating servers: both meet the same load on this shared machine.
-      const grouped = await contendedAppends(on, clients, runs, CONTENTION_MS);
-      const alone = await contendedAppends(off, clients, runs, CONTENTION_MS);
+      const [grouped, alone] = await contendedAppends([on, off], clients, runs, CONTENTION_MS);
       contention.push({ groupCommit: grouped, withoutGroupCommit: alone });
       const where = runs === 1 ? 'one run' : `${runs} runs`;
       rows.push([
