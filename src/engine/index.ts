@@ -7,7 +7,6 @@
  *
  * This folder imports nothing from the rest of Runplane.
  */
-import type { Store } from './dynalite.ts';
 import type { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
 import { listen } from './listener.ts';
@@ -61,12 +60,14 @@ export interface EngineStats {
    * so far, and records read at start (the last one of each stream, however long it is).
    */
   streams: { cachedRecords: number; cachedBytes: number; cacheHits: number; diskReads: number; readAtStart: number };
+  /** LevelDB iterators open now (each Query, Scan and stream read opens one and must close it). */
+  iterators: { open: number };
 }
 
 export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
   const settings = withDefaults(options);
   const { onError } = settings;
-  const store: Store = await openStore(settings.dataDir, settings.createTableMs);
+  const store = await openStore(settings.dataDir, settings.createTableMs);
   // Tables created from now on carry the engine's region in their ARNs.
   store.tableDb.awsRegion = settings.region;
 
@@ -100,7 +101,13 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     port: listener.port,
     faults,
     answer: protocol.answer,
-    stats: () => ({ locks: locks.stats(), tokens: transactions.tokenStats(), streams: log.stats(), ttl: ttl.stats() }),
+    stats: () => ({
+      locks: locks.stats(),
+      tokens: transactions.tokenStats(),
+      streams: log.stats(),
+      ttl: ttl.stats(),
+      iterators: { open: store.openIterators() },
+    }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),
       expireIterators: (table) => log.expireIterators(streamOf(table)),

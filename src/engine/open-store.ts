@@ -1,6 +1,7 @@
 /** Opening the engine's LevelDB (on disk with a data folder, else in memory) through dynalite. */
 import { mkdirSync } from 'node:fs';
 import { createStore } from './dynalite.ts';
+import { countOpenIterators } from './level-iterators.ts';
 
 /**
  * LevelDB tables kept open at once (LevelDB's default is 1,000). An open table is memory-
@@ -14,6 +15,7 @@ const LEVELDB_MAX_OPEN_FILES = 128;
 export async function openStore(dataDir: string | undefined, createTableMs: number) {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const store = createStore({ path: dataDir, createTableMs });
+  const openIterators = countOpenIterators(store.db as unknown as Parameters<typeof countOpenIterators>[0]);
   try {
     await store.db.open({ maxOpenFiles: LEVELDB_MAX_OPEN_FILES });
   } catch (err) {
@@ -23,5 +25,5 @@ export async function openStore(dataDir: string | undefined, createTableMs: numb
     }
     throw err;
   }
-  return store;
+  return Object.assign(store, { openIterators });
 }
