@@ -1,4 +1,6 @@
 /** The only reader of process.env: validated once at start, with a message naming any bad value. */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import {
@@ -6,6 +8,7 @@ import {
   DEFAULT_LEASE_RETENTION_DAYS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_RUN_RETENTION_DAYS,
+  ID_PATTERN,
   type Limits,
   MAX_PAYLOAD_BYTES_LIMIT,
 } from './domain/limits.ts';
@@ -95,6 +98,13 @@ const env = z.object({
   RUNPLANE_KEEP_ALIVE_SECONDS: whole(1, 3600).default(5),
   RUNPLANE_CONNECTION_INIT_SECONDS: whole(1, 3600).default(3),
   RUNPLANE_GAP_WAIT_SECONDS: whole(1, 86_400).default(30),
+  RUNPLANE_REDIS_URL: z
+    .string()
+    .url('must be a URL such as redis://127.0.0.1:6379')
+    .refine((u) => !URL.canParse(u) || /^rediss?:$/.test(new URL(u).protocol), 'must be a redis:// or rediss:// URL')
+    .optional(),
+  RUNPLANE_SHARD_LEASE_SECONDS: whole(2, 300).default(10),
+  RUNPLANE_REPLICA_ID: z.string().regex(ID_PATTERN, 'must be 1 to 128 letters, digits and . _ : - (not first)').optional(),
 });
 
 export interface Config {
@@ -131,6 +141,12 @@ export interface Config {
   readonly maxBodyBytes: number;
   /** Write concurrent appends to one run together, in one transaction. */
   readonly groupCommit: boolean;
+  /** Several replicas on one table: Redis for fan-out, stream shards read by lease (absent: one server alone). */
+  readonly replicas?: {
+    readonly redisUrl: string;
+    readonly replicaId: string;
+    readonly shardLeaseSeconds: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -204,5 +220,19 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     // Room for the largest payload, JSON-escaped, and the query around it.
     maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
     groupCommit: on(e.RUNPLANE_GROUP_COMMIT, true),
+    replicas: e.RUNPLANE_REDIS_URL
+      ? {
+          redisUrl: e.RUNPLANE_REDIS_URL,
+          // Unique per process even when two are given one name: two holders by one name would both read a shard.
+          replicaId: `${
+            e.RUNPLANE_REPLICA_ID ??
+            (hostname()
+              .replace(/[^A-Za-z0-9._:-]/g, '-')
+              .slice(0, 80) ||
+              'replica')
+          }-${process.pid}-${randomBytes(3).toString('hex')}`,
+          shardLeaseSeconds: e.RUNPLANE_SHARD_LEASE_SECONDS,
+        }
+      : undefined,
   };
 }

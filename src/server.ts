@@ -11,6 +11,7 @@ import type { Connection, Context } from './schema/context.ts';
 import { schema } from './schema/index.ts';
 import { responseBudget } from './schema/response-budget.ts';
 import { createStores, type Stores } from './store/index.ts';
+import { createShardLeases } from './store/leases/shards.ts';
 import { withFastPath } from './streams/fast-path.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { type Clients, createClients } from './table/client.ts';
@@ -45,6 +46,8 @@ export interface ServerOptions {
   poll?: { minIntervalMs?: number; idleIntervalMs?: number; maxBackoffMs?: number };
   /** Where the server says what happened (default: stderr). */
   log?: Logger;
+  /** With replicas: sends to Redis in flight before changes are not sent (tests lower it). */
+  maxSendsInFlight?: number;
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
@@ -65,14 +68,15 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable, log });
-    const raw = createStores({
+    const storeDeps = {
       doc: clients.doc,
       tableName: config.table,
       now: () => new Date(),
       retention: config.retention,
       groupCommit: config.groupCommit,
       log,
-    });
+    };
+    const raw = createStores(storeDeps);
     live = await startLive({
       clients,
       tableName: config.table,
@@ -80,10 +84,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       poll: options.poll,
       log,
       gapWaitMs: config.gapWaitMs,
+      replicas: config.replicas && {
+        ...config.replicas,
+        tableName: config.table,
+        leases: createShardLeases(storeDeps),
+        maxSendsInFlight: options.maxSendsInFlight,
+      },
     });
-    const stores = withFastPath(raw, live.hub);
+    const stores = withFastPath(raw, live.publish);
     const feeds = live;
     const sendBuffers = { held: 0 };
+    const tableReady = readinessProbe(clients, config.table);
+    const replicas = live.replicas;
     const context = ({ tenant, role, keyId }: Principal, connection: Connection): Context => ({
       tenant,
       role,
@@ -108,7 +120,12 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers }),
       availabilityOf,
       sendBuffers,
-      ready: readinessProbe(clients, config.table),
+      ready: async () => {
+        const answer = await tableReady();
+        // Serving, but live delivery from the other replicas waits on the table until Redis is back.
+        const degraded = replicas?.fanout.degraded;
+        return answer.ready && degraded ? { ...answer, degraded } : answer;
+      },
     });
     const url = await app.start(config.port, config.host);
     let stopping: Promise<void> | undefined;

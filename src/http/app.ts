@@ -40,7 +40,7 @@ export interface AppDeps {
   /** The text served at GET /metrics (Prometheus format); absent: no /metrics. */
   metrics?: () => string;
   /** GET /ready: whether DynamoDB answers now (absent: always ready). */
-  ready?: () => Promise<{ ready: boolean; reason?: string }>;
+  ready?: () => Promise<{ ready: boolean; reason?: string; degraded?: string }>;
   /** Where every connection's send budget adds what it holds (for /metrics). */
   sendBuffers?: { held: number };
   /** Which DynamoDB failures are worth retrying (the client is told so). */

@@ -35,6 +35,15 @@ export interface MetricSources {
     readonly openSubscriptions: number;
     readonly laggingFeeds: number;
     readonly poller: { readonly getRecordsCalls: number; readonly failures: Readonly<Record<string, number>> };
+    /** Present when replicas share the table through Redis. */
+    readonly replicas?: {
+      readonly ownership: { readonly owned: string[]; checkpointLag(): Array<{ shard: string; records: number; seconds: number }> };
+      readonly fanout: {
+        readonly counts: { published: number; unsent: number; consumed: number; resyncs: number; lagMs: number };
+        readonly degraded: string | undefined;
+        readonly sendsInFlight: number;
+      };
+    };
   };
   sendBuffers: { readonly held: number };
 }
@@ -82,6 +91,13 @@ export function metricsOf({ appends: appended, live, sendBuffers }: MetricSource
         samples: [[undefined, live.poller.getRecordsCalls]],
       },
       {
+        name: 'runplane_stream_getrecords_total',
+        help: 'GetRecords calls made by this replica (with replicas: on the shards it holds).',
+        type: 'counter',
+        samples: [[undefined, live.poller.getRecordsCalls]],
+      },
+      ...replicaMetrics(live.replicas),
+      {
         name: 'runplane_stream_failures_total',
         help: 'Stream poller failures, by error name.',
         type: 'counter',
@@ -101,4 +117,42 @@ export function metricsOf({ appends: appended, live, sendBuffers }: MetricSource
       },
     ]);
   };
+}
+
+/** Shard ownership and Redis fan-out; one replica alone owns every shard it reads and has no Redis. */
+function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
+  const lag = replicas?.ownership.checkpointLag() ?? [];
+  const counts = replicas?.fanout.counts ?? { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0 };
+  const gauge = (name: string, help: string, value: number): Metric => ({ name, help, type: 'gauge', samples: [[undefined, value]] });
+  const counter = (name: string, help: string, value: number): Metric => ({ name, help, type: 'counter', samples: [[undefined, value]] });
+  return [
+    gauge(
+      'runplane_stream_shards_owned',
+      'Stream shards this replica holds by lease and reads (0 without replicas).',
+      replicas?.ownership.owned.length ?? 0,
+    ),
+    {
+      name: 'runplane_stream_checkpoint_lag_records',
+      help: 'Per shard held: records handed on since its checkpoint was last written.',
+      type: 'gauge',
+      samples: lag.map(({ shard, records }) => [{ shard }, records]),
+    },
+    {
+      name: 'runplane_stream_checkpoint_age_seconds',
+      help: 'Per shard held: seconds since its checkpoint was last written.',
+      type: 'gauge',
+      samples: lag.map(({ shard, seconds }) => [{ shard }, seconds]),
+    },
+    counter('runplane_redis_published_total', 'Changes this replica sent to Redis.', counts.published),
+    counter('runplane_redis_unsent_total', 'Changes that could not be sent to Redis (the others re-read from the table).', counts.unsent),
+    counter('runplane_redis_consumed_total', "Other replicas' changes read from Redis.", counts.consumed),
+    counter(
+      'runplane_redis_resyncs_total',
+      'Times subscribers re-read from the table because Redis lost or missed changes.',
+      counts.resyncs,
+    ),
+    gauge('runplane_redis_consume_lag_ms', 'Age of the last change read from Redis when it was read.', counts.lagMs),
+    gauge('runplane_redis_sends_in_flight', 'Sends to Redis awaiting its answer.', replicas?.fanout.sendsInFlight ?? 0),
+    gauge('runplane_redis_degraded', '1 while the link to Redis is down or changes went unsent.', replicas?.fanout.degraded ? 1 : 0),
+  ];
 }

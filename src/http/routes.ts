@@ -20,7 +20,7 @@ export interface RouteDeps {
   maxBodyBytes: number;
   page?: ReturnType<typeof graphiqlPage>;
   metrics?: () => string;
-  ready?: () => Promise<{ ready: boolean; reason?: string }>;
+  ready?: () => Promise<{ ready: boolean; reason?: string; degraded?: string }>;
   log: Logger;
 }
 
@@ -53,8 +53,13 @@ function probe(req: IncomingMessage, res: ServerResponse, path: string | undefin
   }
   if (path === '/ready') {
     // A load balancer sends traffic elsewhere while DynamoDB does not answer.
-    void (deps.ready?.() ?? Promise.resolve({ ready: true, reason: undefined })).then(({ ready, reason }) =>
-      json(res, ready ? 200 : 503, ready ? { status: 'ready' } : { status: 'unavailable', reason }),
+    // Degraded still serves (subscribers are filled from the table), so it stays in rotation.
+    void (deps.ready?.() ?? Promise.resolve({ ready: true, reason: undefined, degraded: undefined })).then(({ ready, reason, degraded }) =>
+      json(
+        res,
+        ready ? 200 : 503,
+        !ready ? { status: 'unavailable', reason } : degraded ? { status: 'degraded', reason: degraded } : { status: 'ready' },
+      ),
     );
     return true;
   }

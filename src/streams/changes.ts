@@ -4,7 +4,7 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { Budget, Lease, Run, RunEvent } from '../domain/run.ts';
 import { unmarshallOptions } from '../table/client.ts';
 import { toBudget, toEvent, toLease, toRun } from '../table/codec.ts';
-import { LEASE_SK, parseRunPartition, RUN_BUDGET_SK, RUN_META_SK, seqOfSk } from '../table/keys.ts';
+import { LEASE_SK, parseRunPartition, RUN_BUDGET_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from '../table/keys.ts';
 
 export type Change =
   | { kind: 'event'; tenant: string; runId: string; event: RunEvent }
@@ -48,6 +48,8 @@ export function decodeRecord(record: _Record): Change | undefined {
     return undefined;
   }
   const lease = LEASE_PARTITION.exec(pk);
-  if (lease && sk === LEASE_SK) return { kind: 'lease', tenant: lease[1] as string, unitId: lease[2] as string, lease: toLease(item) };
+  // Shard leases are Runplane's own: no subscriber watches them.
+  if (lease && sk === LEASE_SK && lease[1] !== SYSTEM_TENANT)
+    return { kind: 'lease', tenant: lease[1] as string, unitId: lease[2] as string, lease: toLease(item) };
   return undefined;
 }

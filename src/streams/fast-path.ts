@@ -6,9 +6,11 @@
 
 import type { Lease } from '../domain/run.ts';
 import type { Stores } from '../store/index.ts';
-import type { Hub } from './hub.ts';
+import type { Change } from './changes.ts';
 
-export function withFastPath(stores: Stores, hub: Hub): Stores {
+/** @param publish to this server's subscribers (and, with replicas, to the others' through Redis) */
+export function withFastPath(stores: Stores, publish: (change: Change) => void): Stores {
+  const hub = { publish };
   const lease = (tenant: string, unitId: string, value: Lease) => {
     hub.publish({ kind: 'lease', tenant, unitId, lease: value });
     return value;

@@ -2,11 +2,12 @@
 import { type Logger, silentLogger } from '../lib/logger.ts';
 import type { Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
-import { decodeRecord } from './changes.ts';
+import { type Change, decodeRecord } from './changes.ts';
 import { type EventFeedOptions, eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
 import { lazily } from './lazy.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
+import { createReplicas, type ReplicaOptions } from './replicas.ts';
 import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
 
 export interface LiveOptions {
@@ -17,6 +18,8 @@ export interface LiveOptions {
   log?: Logger;
   /** How long a run's feed waits for a missing seq before it steps over it (and says so). */
   gapWaitMs?: number;
+  /** With several replicas on one table: Redis fan-out and shards read by lease (absent: this one reads every shard). */
+  replicas?: ReplicaOptions;
 }
 
 /** What a runEvents subscription asks for. */
@@ -24,9 +27,12 @@ export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterS
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
-export async function startLive({ clients, tableName, stores, poll, log = silentLogger, gapWaitMs }: LiveOptions) {
+export async function startLive({ clients, tableName, stores, poll, log = silentLogger, gapWaitMs, replicas: shared }: LiveOptions) {
   const onError = (err: unknown) => log.warn(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
   const hub = new Hub(onError);
+  const replicas = shared ? createReplicas(shared, hub, log) : undefined;
+  /** A change this replica learned of first: to its subscribers, and to the other replicas'. */
+  const publish = replicas ? replicas.publish : (change: Change) => hub.publish(change);
   /** Feeds reading from the table because their subscriber fell behind. */
   const feedStats = { lagging: 0 };
   /** Open subscriptions, to end them on shutdown. */
@@ -41,6 +47,7 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
     tableName,
     ...poll,
     log,
+    claims: replicas?.ownership,
     onRecords(records) {
       for (const record of records) {
         let change: ReturnType<typeof decodeRecord>;
@@ -51,19 +58,35 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
           log.warn(`stream record ${record.dynamodb?.SequenceNumber} skipped: ${err instanceof Error ? err.message : String(err)}`);
           continue;
         }
-        if (change) hub.publish(change);
+        if (change) publish(change);
       }
     },
     onLost(reason) {
       log.warn(`stream: ${reason}; subscribers re-read from the table`);
-      hub.resync();
+      if (replicas) replicas.resyncAll();
+      else hub.resync();
     },
   });
-  await poller.start();
+  await replicas?.start();
+  try {
+    await poller.start();
+  } catch (err) {
+    await replicas?.leave();
+    throw err;
+  }
+  replicas?.run(poller);
+  const stop = async () => {
+    await replicas?.stopRounds();
+    await poller.stop();
+    await replicas?.leave();
+  };
   const deps = { hub, stores, onError };
   return {
     hub,
     poller,
+    /** Present when replicas share the table through Redis. */
+    replicas,
+    publish,
     /** Subscriptions being served now. */
     get openSubscriptions() {
       return open.size;
@@ -81,7 +104,7 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
       for (const source of open) (source as { end?: () => void }).end?.();
       open.clear();
     },
-    stop: () => poller.stop(),
-    [Symbol.asyncDispose]: () => poller.stop(),
+    stop,
+    [Symbol.asyncDispose]: stop,
   };
 }

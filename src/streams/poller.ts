@@ -17,6 +17,8 @@ import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynam
 import { type _Record, type DynamoDBStreamsClient, GetRecordsCommand } from '@aws-sdk/client-dynamodb-streams';
 import { delayFor, sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { ShardClaims } from './ownership.ts';
+import { recoverRead } from './read-failures.ts';
 import { listShards, openIterator, reconcileShards, type ShardReader } from './shards.ts';
 
 export interface PollerOptions {
@@ -33,15 +35,11 @@ export interface PollerOptions {
   /** Longest back-off after repeated failures. */
   maxBackoffMs?: number;
   log?: Logger;
+  /** With replicas: reads only the shards it holds by lease, from their checkpoints (absent: every shard). */
+  claims?: ShardClaims;
 }
 
 const PAGE = 1000;
-const THROTTLED = new Set([
-  'LimitExceededException',
-  'ProvisionedThroughputExceededException',
-  'ThrottlingException',
-  'RequestLimitExceeded',
-]);
 
 export class StreamPoller {
   private readonly minIntervalMs: number;
@@ -94,6 +92,18 @@ export class StreamPoller {
       };
       this.events.on('quiet', check);
     });
+  }
+
+  /** Shards that may be read now (lineage allows), by this replica or another. */
+  get readyShards() {
+    let n = 0;
+    for (const shard of this.shards.values()) if (shard.state === 'reading') n++;
+    return n;
+  }
+
+  /** Lists the stream's shards again and starts reading any this replica may read now. */
+  rediscover() {
+    return this.discover();
   }
 
   /** Read loops and discoveries under way (none once stop() has resolved). */
@@ -154,9 +164,10 @@ export class StreamPoller {
       this.streamArn = arn;
     }
     const listed = await listShards(this.options.streams, arn, this.abort.signal);
-    for (const shard of reconcileShards(this.shards, listed, initial, this.options.onLost)) {
+    const claims = this.options.claims;
+    for (const shard of reconcileShards(this.shards, listed, initial, this.options.onLost, !!claims)) {
       // At start, pin the position now: every record after start() returns is seen.
-      if (initial && !shard.iterator) shard.iterator = await this.openIterator(shard);
+      if (initial && !claims && !shard.iterator) shard.iterator = await this.openIterator(shard);
       this.read(shard);
     }
   }
@@ -164,7 +175,7 @@ export class StreamPoller {
   /** Starts the read loop of one shard (once). */
   private read(shard: ShardReader) {
     if (this.reading.has(shard.id) || this.stopped) return;
-    const loop: Promise<void> = this.readLoop(shard).finally(() => {
+    const loop: Promise<void> = this.claimAndRead(shard).finally(() => {
       if (this.reading.get(shard.id) === loop) this.reading.delete(shard.id);
       this.running.delete(loop);
     });
@@ -172,21 +183,55 @@ export class StreamPoller {
     this.running.add(loop);
   }
 
+  /** Reads the shard while it is this replica's (always, without claims). */
+  private async claimAndRead(shard: ShardReader) {
+    const claims = this.options.claims;
+    if (claims) {
+      const taken = await claims.take(shard, this.readyShards).catch((err) => {
+        this.options.log?.warn(`stream: taking shard ${shard.id} failed (${describe(err)}); trying again next round`);
+        return false;
+      });
+      if (!taken) {
+        // Drained by another replica: its children may be ready.
+        if (shard.state === 'drained') setImmediate(() => void this.discover());
+        return;
+      }
+    }
+    await this.readLoop(shard);
+    // Let go (or lost): whoever reads it next opens its own iterator at the checkpoint.
+    if (claims && !this.stopped) shard.iterator = undefined;
+  }
+
+  private mayRead(shard: ShardReader) {
+    return !this.options.claims || this.options.claims.holds(shard.id);
+  }
+
   private async readLoop(shard: ShardReader) {
     let interval = this.minIntervalMs;
-    while (!this.stopped && this.shards.get(shard.id) === shard && shard.state === 'reading') {
+    while (!this.stopped && this.shards.get(shard.id) === shard && shard.state === 'reading' && this.mayRead(shard)) {
       await this.sleep(shard.lastCall + interval - Date.now());
-      if (this.stopped) return;
+      if (this.stopped || !this.mayRead(shard)) return;
       let records: number;
       try {
         records = await this.readPage(shard);
       } catch (err) {
-        if (this.stopped || (await this.recover(shard, err)) === 'stop') return;
+        if (this.stopped) return;
+        const next = await recoverRead(shard, err, {
+          failures: this.failures,
+          onLost: this.options.onLost,
+          log: this.options.log,
+          backOff: (failures) => this.sleep(this.backoff(failures)),
+          rediscover: () => void this.discover(),
+        });
+        if (next === 'stop') return;
         continue;
       }
       if (!shard.iterator) {
         // Closed and drained: its children may start now.
         shard.state = 'drained';
+        await this.options.claims
+          ?.drained(shard)
+          .catch((err) => this.options.log?.warn(`stream: marking ${shard.id} drained failed (${describe(err)})`));
         setImmediate(() => void this.discover());
         return;
       }
@@ -214,6 +259,7 @@ export class StreamPoller {
     const records = page.Records ?? [];
     if (records.length > 0) {
       shard.lastSeq = records.at(-1)?.dynamodb?.SequenceNumber;
+      this.options.claims?.advanced(shard, records.length);
       try {
         this.options.onRecords(records);
       } catch (err) {
@@ -227,48 +273,6 @@ export class StreamPoller {
     }
     shard.iterator = page.NextShardIterator;
     return records.length;
-  }
-
-  /** What a failed read means for the shard: read on from where it was, from the trim horizon, or rediscover. */
-  private async recover(shard: ShardReader, err: unknown): Promise<'continue' | 'stop'> {
-    const name = (err as Error).name;
-    this.failures[name] = (this.failures[name] ?? 0) + 1;
-    const lostWithoutPosition = () => {
-      shard.iterator = undefined;
-      if (!shard.lastSeq && shard.start === 'LATEST') shard.resyncOnOpen = true;
-    };
-    if (name === 'ExpiredIteratorException') {
-      // Re-opened after the last record handed on: nothing is missed.
-      lostWithoutPosition();
-      return 'continue';
-    }
-    if (name === 'TrimmedDataAccessException') {
-      shard.iterator = undefined;
-      shard.lastSeq = undefined;
-      shard.start = 'TRIM_HORIZON';
-      this.options.onLost(`records of ${shard.id} were trimmed before they were read`);
-      return 'continue';
-    }
-    if (name === 'ResourceNotFoundException') {
-      // Rediscover: a shard still listed is read on from where it was; a new stream starts over.
-      // Backed off like any failure, so a shard that keeps vanishing cannot make us spin.
-      lostWithoutPosition();
-      await this.sleep(this.backoff(++shard.failures));
-      // After this loop has ended, so that discovery can start the shard's next one.
-      setImmediate(() => void this.discover());
-      return 'stop';
-    }
-    if (name === 'ValidationException' && !shard.iterator) {
-      // The remembered position no longer fits the shard: start it over.
-      shard.lastSeq = undefined;
-      shard.start = 'TRIM_HORIZON';
-      this.options.onLost(`position in ${shard.id} was refused: ${(err as Error).message}`);
-      return 'continue';
-    }
-    shard.failures++;
-    if (!THROTTLED.has(name)) this.options.log?.warn(`GetRecords on ${shard.id} failed (${describe(err)}); backing off`);
-    await this.sleep(this.backoff(shard.failures));
-    return 'continue';
   }
 
   private openIterator(shard: ShardReader) {

@@ -22,6 +22,8 @@ export interface ShardReader {
    */
   resyncOnOpen?: boolean;
   parentId?: string;
+  /** Closed when listed (it will end; a child follows it). */
+  closed: boolean;
   state: 'waiting' | 'reading' | 'drained';
   iterator?: string;
   /** Sequence number of the last record handed on. */
@@ -35,16 +37,18 @@ export interface ShardReader {
  * skipped and open ones read from now. Shards that appear later are new: read whole, once
  * their parent is drained.
  */
-export function newShard(shard: Shard, initial: boolean): ShardReader {
+export function newShard(shard: Shard, initial: boolean, claimed = false): ShardReader {
   const closed = shard.SequenceNumberRange?.EndingSequenceNumber !== undefined;
   return {
+    closed,
     id: shard.ShardId as string,
     calls: 0,
     lastQuietCall: 0,
     lastCall: 0,
     failures: 0,
     parentId: shard.ParentShardId,
-    state: initial ? (closed ? 'drained' : 'reading') : 'waiting',
+    // Shards read by lease: their lease rows say whether and where to read (streams/ownership.ts).
+    state: claimed ? 'reading' : initial ? (closed ? 'drained' : 'reading') : 'waiting',
     start: initial ? 'LATEST' : 'TRIM_HORIZON',
   };
 }
@@ -71,12 +75,18 @@ export async function listShards(streams: DynamoDBStreamsClient, streamArn: stri
  * (telling `onLost` of any not read to its end), a waiting child started once its parent is
  * drained. @returns the shards to read now
  */
-export function reconcileShards(known: Map<string, ShardReader>, listed: Shard[], initial: boolean, onLost: (reason: string) => void) {
+export function reconcileShards(
+  known: Map<string, ShardReader>,
+  listed: Shard[],
+  initial: boolean,
+  onLost: (reason: string) => void,
+  claimed = false,
+) {
   const seen = new Set<string>();
   for (const shard of listed) {
     const id = shard.ShardId as string;
     seen.add(id);
-    if (!known.has(id)) known.set(id, newShard(shard, initial));
+    if (!known.has(id)) known.set(id, newShard(shard, initial, claimed));
   }
   for (const [id, shard] of known) {
     if (seen.has(id)) continue;

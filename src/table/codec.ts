@@ -32,6 +32,10 @@ export const attr = {
   writeId: 'writeId',
   /** The id of the last charge applied to a budget (same purpose). */
   lastChargeId: 'lastChargeId',
+  /** A stream shard's lease row: the sequence number of the last record its holder handed on. */
+  checkpoint: 'checkpoint',
+  /** A stream shard's lease row: the shard was read to its end (its children may start). */
+  drained: 'drained',
   /** The table's TTL attribute, epoch seconds. */
   expiresAt: 'expiresAt',
 } as const;

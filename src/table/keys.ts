@@ -5,6 +5,7 @@
  *   <tenant>#run#<runId>   #meta            run metadata
  *   <tenant>#run#<runId>   evt#0000000042   event 42
  *   <tenant>#unit#<unitId> lease            who holds the unit
+ *   _sys#unit#<shardId>    lease            which replica reads a stream shard, and how far it has read
  *
  * '#' sorts before 'e', so one Query on a run's partition returns budget, metadata and
  * then its events in seq order, however many events there are.
@@ -16,8 +17,15 @@ export interface Key {
   sk: string;
 }
 
+/**
+ * The tenant of Runplane's own rows (stream shard leases). No API tenant can be it: tenants are
+ * ids, and an id never starts with '_'.
+ */
+export const SYSTEM_TENANT = '_sys';
+
 /** A key part that is not a valid id would let a caller address another partition: never build one. */
 function part(kind: string, value: string) {
+  if (kind === 'tenant' && value === SYSTEM_TENANT) return value;
   if (!ID_PATTERN.test(value)) throw new Error(`invalid ${kind} id for a key: ${JSON.stringify(value)}`);
   return value;
 }

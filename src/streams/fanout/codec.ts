@@ -1,0 +1,38 @@
+/** Changes as they travel between replicas: JSON, with dates as ISO strings read back into dates. */
+import type { Change } from '../changes.ts';
+
+export const encodeChange = (change: Change) => JSON.stringify(change);
+
+const KINDS = new Set(['event', 'run', 'budget', 'lease']);
+
+/** @throws on anything that is not a change this version wrote (a foreign or garbled entry) */
+export function decodeChange(text: string): Change {
+  const value = JSON.parse(text) as Record<string, unknown>;
+  if (!value || typeof value !== 'object' || !KINDS.has(value.kind as string) || typeof value.tenant !== 'string') {
+    throw new Error('not a change');
+  }
+  const dates = (o: unknown, ...names: string[]) => {
+    if (!o || typeof o !== 'object') throw new Error(`a ${String(value.kind)} change without its ${String(value.kind)}`);
+    const record = o as Record<string, unknown>;
+    for (const name of names) {
+      const at = new Date(record[name] as string);
+      if (Number.isNaN(at.getTime())) throw new Error(`${name} is not a date`);
+      record[name] = at;
+    }
+  };
+  switch (value.kind) {
+    case 'event':
+      dates(value.event, 'createdAt');
+      break;
+    case 'run':
+      dates(value.run, 'createdAt', 'updatedAt');
+      break;
+    case 'budget':
+      dates(value.budget);
+      break;
+    case 'lease':
+      dates(value.lease, 'acquiredAt', 'expiresAt');
+      break;
+  }
+  return value as unknown as Change;
+}

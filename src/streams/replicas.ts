@@ -1,0 +1,97 @@
+/**
+ * What a replica needs beside its own hub when several share one table (RUNPLANE_REDIS_URL):
+ * Redis fan-out of changes, the replica count kept in Redis, and shard ownership by lease in
+ * the table, renewed in rounds of a third of the lease.
+ */
+import { sleep } from '../lib/backoff.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { ShardLeases } from '../store/leases/shards.ts';
+import type { Change } from './changes.ts';
+import { RedisFanout } from './fanout/redis.ts';
+import type { Hub } from './hub.ts';
+import { ShardOwnership } from './ownership.ts';
+
+export interface ReplicaOptions {
+  redisUrl: string;
+  /** Keys in Redis are named after the table: replicas of one table find each other. */
+  tableName: string;
+  replicaId: string;
+  leases: ShardLeases;
+  /** How long a shard lease lasts without renewal (a dead replica's shards wait this long). */
+  shardLeaseSeconds: number;
+  /** Sends in flight to Redis before changes are not sent (tests lower it). */
+  maxSendsInFlight?: number;
+}
+
+export type Replicas = ReturnType<typeof createReplicas>;
+
+export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
+  const fanout = new RedisFanout({
+    url: options.redisUrl,
+    prefix: `runplane:${options.tableName}`,
+    replicaId: options.replicaId,
+    onChange: (change) => hub.publish(change),
+    onResync: (reason) => {
+      log.warn(`subscribers re-read from the table: ${reason}`);
+      hub.resync();
+    },
+    log,
+    maxSendsInFlight: options.maxSendsInFlight,
+  });
+  const roundMs = (options.shardLeaseSeconds * 1000) / 3;
+  const ownership = new ShardOwnership({
+    leases: options.leases,
+    replicaId: options.replicaId,
+    ttlSeconds: options.shardLeaseSeconds,
+    // A replica not seen for a whole lease is gone.
+    replicas: () => fanout.replicas(options.shardLeaseSeconds * 1000),
+    log,
+  });
+  const stopping = new AbortController();
+  let rounds: Promise<void> | undefined;
+
+  return {
+    fanout,
+    ownership,
+    replicaId: options.replicaId,
+    /** A change this replica learned of first: its own subscribers now, the others through Redis. */
+    publish(change: Change) {
+      hub.publish(change);
+      fanout.publish(change);
+    },
+    /** Records may have been lost: every replica's subscribers re-read from the table. */
+    resyncAll() {
+      hub.resync();
+      fanout.resyncOthers();
+    },
+    async start() {
+      await fanout.start();
+      // Knows how many replicas there are before it takes its first shards.
+      await ownership.round(0);
+    },
+    /** Renews, balances and takes shards in rounds until stopped. */
+    run(poller: { readyShards: number; rediscover(): Promise<void> }) {
+      rounds = (async () => {
+        while (!stopping.signal.aborted) {
+          await sleep(roundMs, stopping.signal);
+          if (stopping.signal.aborted) return;
+          try {
+            await ownership.round(poller.readyShards);
+            await poller.rediscover();
+          } catch (err) {
+            log.warn(`stream: ownership round failed (${err instanceof Error ? err.message : String(err)})`);
+          }
+        }
+      })();
+    },
+    /** Rounds stop first; once the poller has stopped, `leave` hands the shards back and leaves Redis. */
+    async stopRounds() {
+      stopping.abort();
+      await rounds;
+    },
+    async leave() {
+      await ownership.handBackAll();
+      await fanout.stop();
+    },
+  };
+}

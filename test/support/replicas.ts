@@ -1,0 +1,60 @@
+/**
+ * Server replicas as separate processes (src/main.ts, as `npm start` runs it) on one DynamoDB
+ * endpoint and one Redis, each on a port of its own, with its /metrics read back as numbers.
+ */
+import { inject } from 'vitest';
+import { type MainProcess, startMain } from './main-process.ts';
+import { waitFor } from './wait.ts';
+
+export interface Replica extends MainProcess {
+  url: string;
+  /** Metric samples by name (and labels, as printed: `name{shard="..."}`). */
+  metrics(): Promise<Map<string, number>>;
+  gql<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>): Promise<{ data?: T; errors?: unknown[] }>;
+}
+
+export async function startReplica(options: { table: string; redisUrl: string; leaseSeconds?: number; env?: Record<string, string> }) {
+  const main = startMain({
+    AWS_ENDPOINT_URL_DYNAMODB: inject('dynamodbEndpoint'),
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    RUNPLANE_TABLE: options.table,
+    RUNPLANE_REDIS_URL: options.redisUrl,
+    RUNPLANE_SHARD_LEASE_SECONDS: String(options.leaseSeconds ?? 4),
+    RUNPLANE_GRAPHIQL: 'false',
+    ...options.env,
+  });
+  await waitFor(() => /Runplane is up: (\S+)/.test(main.output()) || main.child.exitCode !== null, {
+    timeoutMs: 60_000,
+    what: 'a replica to start',
+  });
+  const url = /Runplane is up: (\S+)/.exec(main.output())?.[1];
+  if (!url) throw new Error(`replica did not start:\n${main.output()}`);
+  const replica: Replica = {
+    ...main,
+    url,
+    async metrics() {
+      const text = await (await fetch(new URL('/metrics', url))).text();
+      const samples = new Map<string, number>();
+      for (const line of text.split('\n')) {
+        const match = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+        if (match) samples.set(match[1] as string, Number(match[2]));
+      }
+      return samples;
+    },
+    async gql(query, variables = {}) {
+      const response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
+      return (await response.json()) as never;
+    },
+  };
+  return replica;
+}
+
+/** Stops a replica: SIGTERM (graceful) or SIGKILL; resolves once it has exited. */
+export async function stopReplica(replica: Replica, signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM') {
+  if (replica.child.exitCode === null && replica.child.signalCode === null) replica.child.kill(signal);
+  await replica.exited;
+}
