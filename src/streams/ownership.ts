@@ -40,6 +40,8 @@ export interface ShardClaims {
 export class ShardOwnership implements ShardClaims {
   private readonly held = new Map<string, Holding>();
   private replicas: number | undefined;
+  /** The earliest end of another replica's lease met since the last round. */
+  private expiring: number | undefined;
   private readonly now: () => number;
   /** Takeovers, hand-backs and losses so far. */
   readonly counts = { taken: 0, handedBack: 0, lost: 0 };
@@ -72,7 +74,11 @@ export class ShardOwnership implements ShardClaims {
       shard.state = 'drained';
       return false;
     }
-    if (row && row.owner !== replicaId && row.expiresAt.getTime() > this.now()) return false;
+    if (row && row.owner !== replicaId && row.expiresAt.getTime() > this.now()) {
+      // Tried again the moment it runs out: a dead holder's shard is taken within its lease.
+      this.expiring = Math.min(this.expiring ?? Number.POSITIVE_INFINITY, row.expiresAt.getTime());
+      return false;
+    }
     if (!mayTake(this.held.size, readyShards, this.replicas)) return false;
     const parent = shard.parentId ? await leases.read(shard.parentId) : null;
     if (parent && !parent.drained) return false;
@@ -114,7 +120,14 @@ export class ShardOwnership implements ShardClaims {
    * and hands one back while holding more than its share. Taking free shards is the poller's
    * rediscovery, which asks take() of each.
    */
+  /** How long until the next round: a round's length, or less when another's lease runs out sooner. */
+  untilNextRound(roundMs: number) {
+    const soonest = this.expiring === undefined ? roundMs : this.expiring - this.now() + 1;
+    return Math.max(0, Math.min(roundMs, soonest));
+  }
+
   async round(readyShards: number) {
+    this.expiring = undefined;
     this.replicas = await this.options.replicas().catch(() => undefined);
     for (const [id, h] of this.held) {
       const checkpoint = h.shard.lastSeq;

@@ -73,7 +73,7 @@ export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
     run(poller: { readyShards: number; rediscover(): Promise<void> }) {
       rounds = (async () => {
         while (!stopping.signal.aborted) {
-          await sleep(roundMs, stopping.signal);
+          await sleep(ownership.untilNextRound(roundMs), stopping.signal);
           if (stopping.signal.aborted) return;
           try {
             await ownership.round(poller.readyShards);

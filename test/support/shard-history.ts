@@ -52,3 +52,20 @@ export function overlaps(all: Tenure[]) {
   }
   return found;
 }
+
+/** Lease row writes (in stream order) made under a token older than one already seen for the shard: a stale holder's (none expected). */
+export function staleWrites(records: _Record[]) {
+  const newest = new Map<string, number>();
+  const found: string[] = [];
+  for (const record of records) {
+    const image = record.dynamodb?.NewImage;
+    if (!image) continue;
+    const row = unmarshall(image as never) as Record<string, unknown>;
+    if (!String(row.pk).startsWith(`${SYSTEM_TENANT}#unit#`) || row.sk !== 'lease') continue;
+    const shard = String(row.unitId);
+    const token = Number(row.token);
+    if (token < (newest.get(shard) ?? 0)) found.push(`${row.owner} wrote ${shard} with token ${token} after token ${newest.get(shard)}`);
+    newest.set(shard, Math.max(token, newest.get(shard) ?? 0));
+  }
+  return found;
+}
