@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BenchProcess, startProcess } from '../bench/server.ts';
 import type { FaultRule } from '../src/engine/faults.ts';
+import { type RedisProcess, startRedisProcess } from './redis.ts';
 
 /** Whether a port can be listened on now. */
 const canListen = (port: number) =>
@@ -45,16 +46,28 @@ export interface Cluster {
   startEngine(): Promise<void>;
   killServer(index: number): Promise<void>;
   startServer(index: number): Promise<void>;
+  /** With Redis (replicas coordinating): kill it and start it again, empty. */
+  killRedis(): Promise<void>;
+  startRedis(): Promise<void>;
+  /** The index of the server holding the stream's shard now (by its /metrics), if one does. */
+  shardOwner(): Promise<number | undefined>;
   stop(): Promise<void>;
 }
 
 /** `env`: settings every API server gets (a scenario's own). */
-export async function startCluster(servers = 2, env: Record<string, string> = {}): Promise<Cluster> {
+export async function startCluster(servers = 2, env: Record<string, string> = {}, { redis = false } = {}): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'runplane-chaos-'));
   const table = 'chaos';
   const ports: number[] = [];
-  for (let i = 0; i <= servers; i++) ports.push(await freePort(ports));
+  for (let i = 0; i <= servers + 1; i++) ports.push(await freePort(ports));
   const enginePort = ports.shift() as number;
+  const redisPort = ports.pop() as number;
+  let redisProcess: RedisProcess | undefined;
+  if (redis) {
+    redisProcess = await startRedisProcess(redisPort);
+    // A short shard lease: a killed owner's shard is taken over within the scenario.
+    env = { RUNPLANE_REDIS_URL: redisProcess.url, RUNPLANE_SHARD_LEASE_SECONDS: '3', ...env };
+  }
   const engineEndpoint = `http://127.0.0.1:${enginePort}`;
   let engine: BenchProcess | undefined;
   const running: (BenchProcess | undefined)[] = [];
@@ -107,9 +120,24 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
       running[index] = undefined;
     },
     startServer,
+    killRedis: async () => redisProcess?.kill(),
+    startRedis: async () => redisProcess?.start(),
+    async shardOwner() {
+      const owned = await Promise.all(
+        ports.map((port) =>
+          fetch(`http://127.0.0.1:${port}/metrics`)
+            .then((r) => r.text())
+            .then((text) => Number(/^runplane_stream_shards_owned (\d+)/m.exec(text)?.[1] ?? 0))
+            .catch(() => 0),
+        ),
+      );
+      const index = owned.findIndex((n) => n > 0);
+      return index < 0 ? undefined : index;
+    },
     async stop() {
       await Promise.all(running.map((server) => server?.stop()));
       await engine?.stop();
+      await redisProcess?.kill();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

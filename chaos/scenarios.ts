@@ -21,6 +21,7 @@ import {
 import { graphql, sleep } from './client.ts';
 import { type Cluster, startCluster } from './cluster.ts';
 import { History } from './history.ts';
+import { checkShardLeases } from './shard-leases.ts';
 import { startWorkload } from './workload.ts';
 
 export interface Scenario {
@@ -40,6 +41,9 @@ export interface Scenario {
   maxDeliveryMs?: number;
   /** Settings of the API servers for this scenario. */
   serverEnv?: Record<string, string>;
+  /** API servers (default 2); with `redis`, they coordinate through a Redis of the cluster's own. */
+  servers?: number;
+  redis?: boolean;
   /** Readers that stop reading now and then, on a run of large events (the scenario must make their feeds fall behind). */
   stalledReaders?: { readers: number; copies: number; padBytes: number };
 }
@@ -130,6 +134,33 @@ export const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'replicas-redis',
+    what: 'three replicas share the stream through Redis: the shard owner is killed (SIGKILL) twice and Redis once, each started again',
+    servers: 3,
+    redis: true,
+    async fault(cluster, ms) {
+      let faults = 0;
+      const killOwner = async () => {
+        const owner = await cluster.shardOwner();
+        if (owner === undefined) return;
+        await cluster.killServer(owner);
+        faults++;
+        await sleep(300);
+        await cluster.startServer(owner);
+      };
+      await sleep(ms / 5);
+      await killOwner();
+      await sleep(ms / 5);
+      await cluster.killRedis();
+      faults++;
+      await sleep(500);
+      await cluster.startRedis();
+      await sleep(ms / 5);
+      await killOwner();
+      return faults;
+    },
+  },
+  {
     name: 'lease-stalls',
     what: 'lease workers stall past their lease (and crash) half of the time',
     stallChance: 0.5,
@@ -200,7 +231,7 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
 
 /** Runs one scenario for `seconds` of load and checks it. */
 export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
-  const cluster = await startCluster(2, scenario.serverEnv);
+  const cluster = await startCluster(scenario.servers ?? 2, scenario.serverEnv, { redis: scenario.redis });
   const history = new History();
   const began = performance.now();
   try {
@@ -296,6 +327,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
           })
         : []),
       ...checkSubscriptions(workload.subscriptions, state, workload.lateFills),
+      ...(scenario.redis ? await checkShardLeases(cluster.engineEndpoint, cluster.table) : []),
       ...(scenario.stalledReaders && mostLagging === 0
         ? [`the stalled readers (${workload.readerStalls} stalls) never made a feed fall behind: the scenario tested nothing`]
         : []),
