@@ -15,6 +15,7 @@ import { engineCost } from './engine-cost.ts';
 import { fanOut } from './fan-out.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
+import { replicasSection } from './replicas.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
 import { ms, percentile, ratio } from './stats.ts';
@@ -29,7 +30,9 @@ const CONTENTION_MS = 3000;
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];
 
 const perSecond = (n: number) => `${Math.round(n)}/s`;
-const step = (what: string) => process.stderr.write(`bench: ${what}\n`);
+const step = (what: string) => {
+  process.stderr.write(`bench: ${what}\n`);
+};
 
 async function withServer<T>(env: Record<string, string>, run: (server: ServerProcess) => Promise<T>) {
   const server = await startServerProcess(env);
@@ -44,7 +47,7 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
  * `npm run bench -- <section> ... [writes]` runs only those sections (with none, all of them)
  * and writes bench/results/<sections>.json; a number is the endurance section's write count.
  */
-const sections = ['requests', 'client', 'contention', 'fan-out', 'slow-readers', 'engine', 'endurance'] as const;
+const sections = ['requests', 'client', 'contention', 'fan-out', 'slow-readers', 'replicas', 'engine', 'endurance'] as const;
 const args = process.argv.slice(2);
 const asked = args.filter((arg) => !/^\d+$/.test(arg));
 for (const name of asked) {
@@ -139,6 +142,11 @@ async function main() {
   if (wanted('contention')) await contendedSection(rows, results);
   if (wanted('fan-out')) await fanOutSection(rows, results);
   if (wanted('slow-readers')) await slowReadersSection(rows, results);
+  if (wanted('replicas')) {
+    const replicas = await replicasSection(step);
+    rows.push(...replicas.rows);
+    results.replicas = replicas.result;
+  }
   if (wanted('engine')) await engineSection(rows, results);
   if (wanted('endurance')) {
     step(`engine endurance: ${writes.toLocaleString('en-US')} writes (the longest part)`);
