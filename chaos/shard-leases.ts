@@ -120,3 +120,27 @@ export async function checkShardLeases(engineEndpoint: string, table: string) {
   if (held.length === 0) return ['no shard lease was ever taken: the replicas read nothing'];
   return [...overlaps(held), ...staleWrites(records)];
 }
+
+/**
+ * Lease rows taken on a child shard before its parent's row said drained (in stream order; a
+ * parent never read by anyone has no row and holds nothing up). None expected.
+ */
+export function lineageViolations(records: _Record[], parents: Map<string, string>) {
+  const drained = new Set<string>();
+  const held = new Set<string>();
+  const found: string[] = [];
+  for (const record of records) {
+    const image = record.dynamodb?.NewImage;
+    if (!image) continue;
+    const row = unmarshall(image as never) as Record<string, unknown>;
+    if (!String(row.pk).startsWith(`${SYSTEM_TENANT}#unit#`) || row.sk !== 'lease') continue;
+    const shard = String(row.unitId);
+    const parent = parents.get(shard);
+    if (!held.has(shard) && parent && held.has(parent) && !drained.has(parent)) {
+      found.push(`${row.owner} took ${shard} before its parent ${parent} was drained`);
+    }
+    held.add(shard);
+    if (row.drained === true) drained.add(shard);
+  }
+  return found;
+}

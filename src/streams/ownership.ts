@@ -31,7 +31,8 @@ interface Holding {
 
 /** What the poller asks before and while it reads a shard. */
 export interface ShardClaims {
-  take(shard: ShardReader, readyShards: number): Promise<boolean>;
+  /** @param parentShard the shard's parent, while the stream still lists it */
+  take(shard: ShardReader, readyShards: number, parentShard?: ShardReader): Promise<boolean>;
   holds(shardId: string): boolean;
   advanced(shard: ShardReader, records: number): void;
   drained(shard: ShardReader): Promise<void>;
@@ -65,12 +66,11 @@ export class ShardOwnership implements ShardClaims {
    * by whichever replica), nobody holds it, and this replica is under its share. Sets where
    * reading starts: after the checkpoint; at the start of a child; else at the latest record.
    */
-  async take(shard: ShardReader, readyShards: number) {
+  async take(shard: ShardReader, readyShards: number, parentShard?: ShardReader) {
     if (this.held.has(shard.id)) return true;
     const { leases, replicaId, ttlSeconds } = this.options;
     const row = await leases.read(shard.id);
-    if (row?.drained || (!row && shard.closed)) {
-      // Read to its end by someone, or closed before any replica read it (its history is in the table).
+    if (row?.drained) {
       shard.state = 'drained';
       return false;
     }
@@ -79,9 +79,15 @@ export class ShardOwnership implements ShardClaims {
       this.expiring = Math.min(this.expiring ?? Number.POSITIVE_INFINITY, row.expiresAt.getTime());
       return false;
     }
+    // A child waits until its parent (still listed) is drained, by this replica or another.
+    if (parentShard && parentShard.state !== 'drained') return false;
+    const parent = parentShard ? await leases.read(parentShard.id) : null;
+    if (!row && !parent && shard.closed) {
+      // Closed before any replica read it or its parent: its history is in the table.
+      shard.state = 'drained';
+      return false;
+    }
     if (!mayTake(this.held.size, readyShards, this.replicas)) return false;
-    const parent = shard.parentId ? await leases.read(shard.parentId) : null;
-    if (parent && !parent.drained) return false;
     const lease = await leases.acquire(shard.id, replicaId, ttlSeconds, row);
     if (!lease) return false;
     shard.iterator = undefined;

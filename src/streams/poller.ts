@@ -10,7 +10,7 @@
  *   `onLost`, so consumers fill from the table;
  * - throttling, network errors, the endpoint vanishing: back off with jitter, keep the iterator;
  * - a vanished shard or stream: rediscover the table's stream and call `onLost`.
- * It never stops by itself; `stop()` ends it.
+ * With `claims`, it reads only the shards this replica holds. It never stops by itself; `stop()` ends it.
  */
 import { EventEmitter } from 'node:events';
 import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -187,7 +187,8 @@ export class StreamPoller {
   private async claimAndRead(shard: ShardReader) {
     const claims = this.options.claims;
     if (claims) {
-      const taken = await claims.take(shard, this.readyShards).catch((err) => {
+      const parent = shard.parentId ? this.shards.get(shard.parentId) : undefined;
+      const taken = await claims.take(shard, this.readyShards, parent).catch((err) => {
         this.options.log?.warn(`stream: taking shard ${shard.id} failed (${describe(err)}); trying again next round`);
         return false;
       });
@@ -202,9 +203,7 @@ export class StreamPoller {
     if (claims && !this.stopped) shard.iterator = undefined;
   }
 
-  private mayRead(shard: ShardReader) {
-    return !this.options.claims || this.options.claims.holds(shard.id);
-  }
+  private readonly mayRead = (shard: ShardReader) => this.options.claims?.holds(shard.id) ?? true;
 
   private async readLoop(shard: ShardReader) {
     let interval = this.minIntervalMs;

@@ -13,9 +13,16 @@ export interface Replica extends MainProcess {
   gql<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>): Promise<{ data?: T; errors?: unknown[] }>;
 }
 
-export async function startReplica(options: { table: string; redisUrl: string; leaseSeconds?: number; env?: Record<string, string> }) {
+export async function startReplica(options: {
+  table: string;
+  redisUrl: string;
+  leaseSeconds?: number;
+  /** Another DynamoDB endpoint (an engine of the test's own); default the test run's. */
+  endpoint?: string;
+  env?: Record<string, string>;
+}) {
   const main = startMain({
-    AWS_ENDPOINT_URL_DYNAMODB: inject('dynamodbEndpoint'),
+    AWS_ENDPOINT_URL_DYNAMODB: options.endpoint ?? inject('dynamodbEndpoint'),
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     RUNPLANE_TABLE: options.table,
     RUNPLANE_REDIS_URL: options.redisUrl,

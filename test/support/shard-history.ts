@@ -1,2 +1,2 @@
 /** The lease rows' history checks, shared with the chaos harness. */
-export { overlaps, staleWrites, type Tenure, tenures } from '../../chaos/shard-leases.ts';
+export { lineageViolations, overlaps, staleWrites, type Tenure, tableStream, tenures } from '../../chaos/shard-leases.ts';
