@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
@@ -67,5 +68,31 @@ describe('configuration from the environment', () => {
 
   test('every bad value is named at once', () => {
     expect(() => loadConfig({ PORT: 'x', RUNPLANE_TABLE: '!' })).toThrow(/PORT[\s\S]*RUNPLANE_TABLE/);
+  });
+
+  test('replicas: RUNPLANE_REDIS_URL turns them on, each process a holder of its own; without it one server works alone', () => {
+    expect(loadConfig({}).replicas).toBeUndefined();
+    const a = loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REPLICA_ID: 'api-1' }).replicas;
+    const b = loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REPLICA_ID: 'api-1' }).replicas;
+    expect(a).toMatchObject({ redisUrl: 'redis://127.0.0.1:6379', shardLeaseSeconds: 10 });
+    // One name given to two processes still makes two holders.
+    expect(a?.replicaId).toMatch(/^api-1-\d+-[0-9a-f]{6}$/);
+    expect(a?.replicaId).not.toBe(b?.replicaId);
+    expect(() => loadConfig({ RUNPLANE_REDIS_URL: 'http://127.0.0.1:6379' })).toThrow(
+      'RUNPLANE_REDIS_URL="http://127.0.0.1:6379": must be a redis:// or rediss:// URL',
+    );
+    expect(() => loadConfig({ RUNPLANE_REDIS_URL: 'x', RUNPLANE_SHARD_LEASE_SECONDS: '1' })).toThrow(
+      /RUNPLANE_SHARD_LEASE_SECONDS="1": must be a whole number from 2 to 300/,
+    );
+    expect(() => loadConfig({ RUNPLANE_REPLICA_ID: '#1' })).toThrow(/RUNPLANE_REPLICA_ID="#1"/);
+  });
+
+  test('the replicas compose file sets what the configuration accepts', () => {
+    const compose = readFileSync('docker-compose.replicas.yml', 'utf8');
+    const values = (name: string) => [...compose.matchAll(new RegExp(`^\\s+${name}: (\\S+)$`, 'gm'))].map((m) => m[1] as string);
+    expect(values('RUNPLANE_REDIS_URL')).toEqual(['redis://redis:6379', 'redis://redis:6379']);
+    for (const id of values('RUNPLANE_REPLICA_ID')) {
+      expect(loadConfig({ RUNPLANE_REDIS_URL: 'redis://redis:6379', RUNPLANE_REPLICA_ID: id }).replicas?.replicaId).toContain(id);
+    }
   });
 });

@@ -109,7 +109,12 @@ describe.skipIf(noRedis)('shards changing hands', () => {
         (StreamDescription?.Shards ?? []).filter((s) => s.ParentShardId).map((s) => [s.ShardId as string, s.ParentShardId as string]),
       );
       expect(parents.size).toBe(3);
-      const records = await readStream(own.streams, Table?.LatestStreamArn as string, (r) => new Set(tenures(r).map((t) => t.shard)).size >= 4, 10_000);
+      const records = await readStream(
+        own.streams,
+        Table?.LatestStreamArn as string,
+        (r) => new Set(tenures(r).map((t) => t.shard)).size >= 4,
+        10_000,
+      );
       expect(lineageViolations(records, parents)).toEqual([]);
       expect(overlaps(tenures(records))).toEqual([]);
       // Every shard was read, by one replica or another.
