@@ -58,6 +58,12 @@ describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
     const created = await replicas[0]?.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`);
     expect(created?.data).toEqual({ createRun: { __typename: 'Run' } });
     const clients = replicas.map((r) => wsClient(r.url));
+    // The shard's holders as each replica's /metrics says, sampled all along.
+    const samples: number[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) samples.push((await Promise.all(replicas.map(owned))).reduce((a, b) => a + b, 0));
+    })();
     try {
       const subscribers = clients.flatMap((client) =>
         [0, 1].map(() =>
@@ -96,7 +102,23 @@ describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
         expect(s.items.map((e) => e.seq)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
         expect(s.items[31]?.type).toBe('direct');
       }
+      sampling = false;
+      await sampler;
+      expect(samples.length).toBeGreaterThan(5);
+      expect(new Set(samples)).toEqual(new Set([1]));
+      // Every replica sent its own writes to Redis and read the others'; the owner's checkpoint lag is reported per shard.
+      const metrics = await Promise.all(replicas.map((r) => r.metrics()));
+      for (const m of metrics) {
+        expect(m.get('runplane_redis_published_total')).toBeGreaterThan(0);
+        expect(m.get('runplane_redis_consumed_total')).toBeGreaterThan(0);
+        expect(m.get('runplane_redis_degraded')).toBe(0);
+      }
+      expect(
+        metrics.filter((m) => [...m.keys()].some((k) => k.startsWith('runplane_stream_checkpoint_lag_records{shard="shardId-'))).length,
+      ).toBe(1);
     } finally {
+      sampling = false;
+      await sampler;
       for (const client of clients) await client.dispose();
     }
   });
