@@ -18,7 +18,7 @@ export type Notice =
    */
   | {
       kind: 'reconnect';
-      stream: 'runEvents' | 'runChanged' | 'leaseChanged';
+      stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged';
       reason: 'error' | 'backlog';
       attempt: number;
       delayMs: number;
