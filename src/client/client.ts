@@ -7,7 +7,7 @@ import { type HttpConnection, send } from './http.ts';
 import { type LeaseContext, type LeaseOptions, withLease } from './lease.ts';
 import { type CallOptions, createMutations, type Mutations } from './mutations.ts';
 import type { Notice } from './notices.ts';
-import { ListLeases, ListRuns, ReadLease, ReadRun } from './operations.ts';
+import { ListLeases, ListRuns, ReadLease, ReadRun, Viewer } from './operations.ts';
 import { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
 import { type RunEvent, type RunEventsOptions, runEvents, type StreamDeps } from './run-events.ts';
 import { sseTransport } from './sse.ts';
@@ -55,6 +55,8 @@ export interface PageOptions extends CallOptions {
 export interface Runplane extends Mutations {
   /** A run with its budget and first events (`first`, default 50); null when there is none. */
   run(id: string, options?: CallOptions & { consistent?: boolean; first?: number }): Promise<RunRead | null>;
+  /** Whose key this client holds, and whether it may write. */
+  viewer(options?: CallOptions): Promise<ResultOf<typeof Viewer>['viewer']>;
   /** The tenant's runs, newest first (from an index: a run created a moment ago may show a moment later). */
   runs(options?: PageOptions & { status?: RunState['status'] }): Promise<RunList>;
   /** The tenant's units and their leases, by unit id; `held` true: live ones only, false: free ones only. */
@@ -123,6 +125,9 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     ...mutations,
     async run(id, { consistent, first = 50, ...call } = {}) {
       return (await send(http, ReadRun, { id, consistent, first }, sendOptions(call))).run;
+    },
+    async viewer(call) {
+      return (await send(http, Viewer, {}, sendOptions(call))).viewer;
     },
     async runs({ status, first, after, ...call } = {}) {
       return (await send(http, ListRuns, { status, first, after }, sendOptions(call))).runs;

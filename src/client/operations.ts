@@ -200,3 +200,5 @@ export const RunsChanged = graphql(`subscription RunsChanged($status: RunStatus)
 ]);
 
 export const LeasesChanged = graphql(`subscription LeasesChanged { leasesChanged { ...LeaseFields } }`, [LeaseFields]);
+
+export const Viewer = graphql(`query Viewer { viewer { tenant canWrite } }`);

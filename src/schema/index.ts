@@ -6,6 +6,7 @@ import './event.ts';
 import './budget.ts';
 import './lease.ts';
 import './approval.ts';
+import './viewer.ts';
 import './subscriptions.ts';
 import { builder } from './builder.ts';
 

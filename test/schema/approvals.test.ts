@@ -147,3 +147,12 @@ describe('resolveApproval', () => {
     expect(await eventsOf(runId, 'globex')).toEqual([]);
   });
 });
+
+test('viewer tells a key its tenant and whether it may write', async () => {
+  expect((await api.gql('{ viewer { tenant canWrite } }', {}, { key: ACME })).data.viewer).toEqual({ tenant: 'acme', canWrite: true });
+  expect((await api.gql('{ viewer { tenant canWrite } }', {}, { key: ACME_READ })).data.viewer).toEqual({
+    tenant: 'acme',
+    canWrite: false,
+  });
+  expect((await api.gql('{ viewer { tenant } }')).errors?.[0]?.extensions?.code).toBe('UNAUTHENTICATED');
+});
