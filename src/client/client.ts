@@ -106,7 +106,7 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     transport: () => {
       transport ??=
         kind === 'ws'
-          ? webSocketTransport({ url: options.url, apiKey: options.apiKey, webSocketImpl, maxBuffered })
+          ? webSocketTransport({ url: options.url, apiKey: options.apiKey, webSocketImpl, maxBuffered, onNotice })
           : sseTransport({ url: options.url, headers, fetch: fetchImpl });
       return transport;
     },
