@@ -99,6 +99,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       apiKeys,
       context,
       graphiql: config.graphiql,
+      console: config.console,
       introspection: config.introspection,
       suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
