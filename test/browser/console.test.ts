@@ -10,6 +10,7 @@ import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { describeWithBrowser, type OpenBrowser, openBrowser } from '../support/browser.ts';
 import { openConsole, screenshot, timelineSeqs, waitForSeqs } from '../support/console.ts';
+import { tcpProxy } from '../support/proxy.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -77,7 +78,6 @@ describeWithBrowser('the run console in Chromium', () => {
       expect(await page.locator('tbody tr').count()).toBe(1);
       expect(await page.locator('#status-filter').inputValue()).toBe('RUNNING');
       await page.locator('#run-search').fill('');
-      await screenshot(page, 'console-runs');
     } finally {
       await page.close();
     }
@@ -106,9 +106,41 @@ describeWithBrowser('the run console in Chromium', () => {
       expect(await text(page, '#caught-up')).toMatch(/^Caught up at seq 7/);
       await page.locator('.event[data-seq="2"]').click();
       expect(await text(page, '.detail')).toContain('"i": 1');
-      await screenshot(page, 'console-run');
     } finally {
       await page.close();
+    }
+  });
+
+  test('after its connection is cut, the console says so, reconnects, reads what it missed in order, and marks where it caught up', async () => {
+    const proxy = await tcpProxy(api.url);
+    const runId = await newRun();
+    await append(runId);
+    await append(runId);
+    const page = await openConsole(browser.context, proxy.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2', 'the first events');
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      // Every state the indicator shows from now on.
+      await page.evaluate(() => {
+        const indicator = document.getElementById('connection') as HTMLElement;
+        const states: string[] = [];
+        (window as unknown as { states: string[] }).states = states;
+        new MutationObserver(() => states.push(indicator.dataset.state ?? '')).observe(indicator, { attributes: true });
+      });
+      proxy.drop();
+      await append(runId, 'while.away');
+      await append(runId, 'while.away');
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2,3,4', 'the events appended while it was cut off');
+      await page.locator('#caught-up:not([hidden])').waitFor({ timeout: 30_000 });
+      const caughtUp = Number(/^Caught up at seq (\d+)/.exec((await text(page, '#caught-up')) ?? '')?.[1]);
+      expect(caughtUp).toBeGreaterThanOrEqual(2);
+      expect(caughtUp).toBeLessThanOrEqual(4);
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      expect(await page.evaluate(() => (window as unknown as { states: string[] }).states)).toContain('reconnecting');
+      expect(proxy.dropped).toBeGreaterThan(0);
+    } finally {
+      await page.close();
+      await proxy.close();
     }
   });
 
@@ -147,7 +179,6 @@ describeWithBrowser('the run console in Chromium', () => {
       try {
         await mine.locator('#approve').waitFor({ timeout: 30_000 });
         await theirs.locator('#approve').waitFor({ timeout: 30_000 });
-        if (round === 0) await screenshot(mine, 'console-approval');
         // Both at once: the click is dispatched in the page (sending the console's resolveApproval), then the other client's.
         const [, other] = await Promise.all([
           mine.evaluate(() => (document.getElementById('approve') as HTMLButtonElement).click()),
@@ -214,7 +245,6 @@ describeWithBrowser('the run console in Chromium', () => {
         timeoutMs: 30_000,
         what: 'the countdown',
       });
-      await screenshot(page, 'console-leases');
     } finally {
       await page.close();
     }
@@ -254,6 +284,62 @@ describeWithBrowser('the run console in Chromium', () => {
       expect(most).toBeGreaterThan(0);
     } finally {
       await page.close();
+    }
+  });
+
+  test('each page as README shows it (saved under docs/ by npm run screenshots)', async () => {
+    const tasks = [
+      'triage support inbox',
+      'refund order 1182',
+      'summarize weekly metrics',
+      'book travel for the offsite',
+      'migrate billing records',
+    ];
+    const ids: string[] = [];
+    for (const task of tasks) {
+      const id = await newRun(task);
+      ids.push(id);
+      for (let i = 0; i < 4; i++) await append(id, i % 2 ? 'model.responded' : 'tool.called', { tool: 'search', query: task, step: i }, 7);
+    }
+    const [, refund, metrics, travel] = ids as [string, string, string, string, string];
+    await api.gql(`mutation { transitionRun(input: { runId: "${metrics}", from: RUNNING, to: COMPLETED }) { __typename } }`, {}, as);
+    await api.gql(`mutation { transitionRun(input: { runId: "${travel}", from: RUNNING, to: WAITING_FOR_TOOL }) { __typename } }`, {}, as);
+    await api.gql(
+      `mutation { requestApproval(input: { runId: "${refund}", request: { action: "refund", order: 1182, amount: 249.5, currency: "EUR" } }) { __typename } }`,
+      {},
+      as,
+    );
+    for (const [unit, owner] of [
+      ['invoice-batch-7', 'worker-a'],
+      ['crawler-shard-2', 'worker-b'],
+      ['report-weekly', 'worker-c'],
+    ] as const)
+      await api.gql(`mutation { acquireLease(input: { unitId: "${unit}", owner: "${owner}", ttlSeconds: 300 }) { __typename } }`, {}, as);
+
+    const runs = await openConsole(browser.context, api.url, '#/runs', WRITE);
+    try {
+      await runs.locator(`tr[data-run="${ids[4]}"]`).waitFor({ timeout: 30_000 });
+      await runs.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      for (const id of ids) expect(await runs.locator(`tr[data-run="${id}"]`).count()).toBe(1);
+      await screenshot(runs, 'console-runs');
+    } finally {
+      await runs.close();
+    }
+    const run = await openConsole(browser.context, api.url, `#/run/${refund}`, WRITE);
+    try {
+      await run.locator('#approve').waitFor({ timeout: 30_000 });
+      await waitForSeqs(run, (seqs) => seqs.length === 5, 'the events');
+      await run.locator('.event[data-seq="3"]').click();
+      await screenshot(run, 'console-run');
+    } finally {
+      await run.close();
+    }
+    const leases = await openConsole(browser.context, api.url, '#/leases', WRITE);
+    try {
+      await leases.locator('tr[data-unit="report-weekly"]').waitFor({ timeout: 30_000 });
+      await screenshot(leases, 'console-leases');
+    } finally {
+      await leases.close();
     }
   });
 });

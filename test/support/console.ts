@@ -38,5 +38,6 @@ export async function waitForSeqs(page: Page, test: (seqs: number[]) => boolean,
 export async function screenshot(page: Page, name: string) {
   if (process.env.RUNPLANE_SCREENSHOTS !== '1') return;
   mkdirSync('docs', { recursive: true });
-  await page.screenshot({ path: `docs/${name}.png`, fullPage: false });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: `docs/${name}.png`, fullPage: true });
 }
