@@ -191,6 +191,8 @@ export class Timeline {
   draw() {
     const height = this.items.length * ROW_HEIGHT;
     this.spacer.style.height = `${height}px`;
+    // How many events the window holds (at most MAX_WINDOW), for tests and the curious.
+    this.viewport.dataset.held = String(this.items.length);
     const from = Math.max(0, Math.floor(this.viewport.scrollTop / ROW_HEIGHT) - OVERSCAN);
     const to = Math.min(this.items.length, Math.ceil((this.viewport.scrollTop + this.viewport.clientHeight) / ROW_HEIGHT) + OVERSCAN);
     const key = `${this.generation}:${from}:${to}:${this.items.length}:${this.items[0]?.event.seq}:${this.selected}`;

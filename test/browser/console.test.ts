@@ -282,6 +282,12 @@ describeWithBrowser('the run console in Chromium', () => {
       // The view is 60% of a 720 px window: about 15 rows, with 10 more on each side.
       expect(most).toBeLessThanOrEqual(60);
       expect(most).toBeGreaterThan(0);
+      // And the events held in memory stay within the window's bound (MAX_WINDOW).
+      expect(Number(await page.locator('.timeline').getAttribute('data-held'))).toBeLessThanOrEqual(2000);
+      // Back to the start: the window is fetched again there.
+      await page.locator('#jump-seq').fill('1');
+      await page.getByRole('button', { name: 'Go' }).click();
+      await waitForSeqs(page, (seqs) => seqs[0] === 1, 'the start again');
     } finally {
       await page.close();
     }
