@@ -27,10 +27,11 @@ const told = (onResubscribed: (() => void) | undefined): AsyncIterable<never> =>
 /** Versions remembered to drop a change older than one already handed out; past this the oldest are forgotten. */
 const REMEMBERED = 10_000;
 
-function remember<V>(seen: Map<string, V>, key: string, value: V) {
+/** Keeps `key`'s newest value, forgetting the one remembered longest ago past `max`. */
+export function remember<V>(seen: Map<string, V>, key: string, value: V, max = REMEMBERED) {
   seen.delete(key);
   seen.set(key, value);
-  if (seen.size > REMEMBERED) seen.delete(seen.keys().next().value as string);
+  if (seen.size > max) seen.delete(seen.keys().next().value as string);
 }
 
 export function runsChanged(

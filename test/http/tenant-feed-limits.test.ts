@@ -3,7 +3,8 @@
  * caps per connection and per tenant, the cost limit, and a bounded queue per subscriber.
  */
 import { describe, expect, test } from 'vitest';
-import { FellBehind } from '../../src/domain/errors.ts';
+import { remember } from '../../src/client/tenant-streams.ts';
+import { ChangesLost, FellBehind } from '../../src/domain/errors.ts';
 import type { Lease } from '../../src/domain/run.ts';
 import { Hub } from '../../src/streams/hub.ts';
 import { leasesFeed } from '../../src/streams/tenant-feeds.ts';
@@ -113,4 +114,31 @@ describe("a tenant-wide subscriber's queue", () => {
     ).rejects.toBeInstanceOf(FellBehind);
     expect(hub.subscriberCount).toBe(0);
   });
+
+  test('when the stream may have lost changes, the subscriber is told to list again (ChangesLost, retryable UNAVAILABLE)', async () => {
+    const hub = new Hub(() => undefined);
+    const feed = leasesFeed({ hub }, { tenant: 't' });
+    const next = feed.next();
+    await Promise.resolve();
+    hub.resync();
+    await expect(next).rejects.toBeInstanceOf(ChangesLost);
+    expect(hub.subscriberCount).toBe(0);
+  });
+});
+
+test("the client's versions remembered per run are bounded: past the bound the one remembered longest ago goes", () => {
+  const seen = new Map<string, number>();
+  for (const [key, version] of [
+    ['a', 1],
+    ['b', 1],
+    ['a', 2],
+    ['c', 1],
+    ['d', 1],
+  ] as const)
+    remember(seen, key, version, 3);
+  expect([...seen]).toEqual([
+    ['a', 2],
+    ['c', 1],
+    ['d', 1],
+  ]);
 });
