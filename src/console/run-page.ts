@@ -30,7 +30,12 @@ export const runPage: Page = (root, session, params) => {
   const header = h('section', { class: 'run-header', 'aria-label': 'Run' });
   const approval = h('section', { class: 'approval', 'aria-label': 'Approval' });
   const showError = (text: string) => fill(message, errorBox(text));
-  const timeline = new Timeline({ client: session.client, runId, onError: showError });
+  const timeline = new Timeline({
+    client: session.client,
+    runId,
+    onError: showError,
+    onReachedEnd: () => tail.restart(types.length ? types : undefined),
+  });
   const tail = createTail({ session, runId, timeline, onError: showError });
 
   const typeInput = h('input', {

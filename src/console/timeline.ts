@@ -25,6 +25,8 @@ export interface TimelineOptions {
   client: Runplane;
   runId: string;
   onError: (message: string) => void;
+  /** Scrolling brought the window to the run's end: the tail follows from there (it reads what came meanwhile). */
+  onReachedEnd?: () => void;
 }
 
 export class Timeline {
@@ -85,7 +87,7 @@ export class Timeline {
 
   /** A live event: added when the window reaches the run's end, in seq order, once. */
   add(event: RunEvent) {
-    if (this.hasAfter || this.loading) return;
+    if (this.hasAfter) return;
     const last = this.items.at(-1)?.event.seq ?? 0;
     if (event.seq <= last) return;
     const following = this.atEnd();
@@ -149,6 +151,7 @@ export class Timeline {
       this.items.push(...page.items);
       this.hasAfter = page.hasNext;
       this.trimFront();
+      if (!this.hasAfter) this.options.onReachedEnd?.();
     } finally {
       this.loading = false;
     }

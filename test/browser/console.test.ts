@@ -284,6 +284,9 @@ describeWithBrowser('the run console in Chromium', () => {
       expect(most).toBeGreaterThan(0);
       // And the events held in memory stay within the window's bound (MAX_WINDOW).
       expect(Number(await page.locator('.timeline').getAttribute('data-held'))).toBeLessThanOrEqual(2000);
+      // Scrolled to the end, the tail follows from there: the next event shows.
+      expect((await append(runId, 'after.the.scroll')).seq).toBe(total + 1);
+      await waitForSeqs(page, (seqs) => seqs.includes(total + 1), 'the event appended once the view reached the end');
       // Back to the start: the window is fetched again there.
       await page.locator('#jump-seq').fill('1');
       await page.getByRole('button', { name: 'Go' }).click();
