@@ -215,7 +215,7 @@ export class Timeline {
         role: 'listitem',
         tabindex: 0,
         'data-seq': event.seq,
-        'aria-selected': index === this.selected,
+        'aria-current': index === this.selected ? 'true' : undefined,
         style: `top:${index * ROW_HEIGHT}px`,
         on: { click: select, keydown: (e) => (e as KeyboardEvent).key === 'Enter' && select() },
       },
