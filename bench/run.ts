@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { catchUp } from './catch-up.ts';
 import { clientCost } from './client.ts';
+import { consoleRows, consoleTimes } from './console.ts';
 import { contendedAppends } from './contention.ts';
 import { endurance } from './endurance.ts';
 import { enduranceRows } from './endurance-rows.ts';
@@ -47,7 +48,7 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
  * `npm run bench -- <section> ... [writes]` runs only those sections (with none, all of them)
  * and writes bench/results/<sections>.json; a number is the endurance section's write count.
  */
-const sections = ['requests', 'client', 'contention', 'fan-out', 'slow-readers', 'replicas', 'engine', 'endurance'] as const;
+const sections = ['requests', 'client', 'console', 'contention', 'fan-out', 'slow-readers', 'replicas', 'engine', 'endurance'] as const;
 const args = process.argv.slice(2);
 const asked = args.filter((arg) => !/^\d+$/.test(arg));
 for (const name of asked) {
@@ -139,6 +140,7 @@ async function main() {
     });
 
   if (wanted('client')) await clientSection(rows, results);
+  if (wanted('console')) await consoleSection(rows, results);
   if (wanted('contention')) await contendedSection(rows, results);
   if (wanted('fan-out')) await fanOutSection(rows, results);
   if (wanted('slow-readers')) await slowReadersSection(rows, results);
@@ -198,6 +200,14 @@ async function clientSection(rows: Row[], results: Results) {
       ratio(median(through) / median(bare)),
     ]);
   }
+}
+
+async function consoleSection(rows: Row[], results: Results) {
+  step('console: first paint and time to live on a run of 10,000 events, in headless Chromium, beside GraphiQL');
+  const events = Number(process.env.BENCH_CONSOLE_EVENTS ?? 10_000);
+  const times = await withServer({ RUNPLANE_GRAPHIQL: 'true' }, (server) => consoleTimes(server, events));
+  results.console = times;
+  rows.push(...consoleRows(times));
 }
 
 async function contendedSection(rows: Row[], results: Results) {

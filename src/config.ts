@@ -66,6 +66,7 @@ const env = z.object({
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
   NODE_ENV: z.string().optional(),
   RUNPLANE_GRAPHIQL: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_CONSOLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
   RUNPLANE_INTROSPECTION: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
   RUNPLANE_API_KEYS: z
     .string()
@@ -134,6 +135,8 @@ export interface Config {
   readonly gapWaitMs: number;
   readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
   readonly graphiql: boolean;
+  /** Serve the run console at `/`. */
+  readonly console: boolean;
   readonly introspection: boolean;
   /** NODE_ENV=production: GraphiQL, introspection and field suggestions off unless asked for. */
   readonly production: boolean;
@@ -214,6 +217,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       leaseSeconds: e.RUNPLANE_LEASE_RETENTION_DAYS * 86400,
     },
     graphiql: on(e.RUNPLANE_GRAPHIQL, !production),
+    console: on(e.RUNPLANE_CONSOLE, true),
     introspection: on(e.RUNPLANE_INTROSPECTION, !production),
     production,
     auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },

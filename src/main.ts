@@ -30,6 +30,7 @@ async function main() {
   console.log(
     [
       `Runplane is up: ${server.url}${config.graphiql ? ' (open it in a browser for GraphiQL)' : ''}`,
+      ...(config.console ? [`  console:  ${new URL('/', server.url)} (the run console, in a browser)`] : []),
       `  DynamoDB: ${where}`,
       `  table:    ${config.table}${server.tableCreated ? ' (created now)' : ''}`,
       server.open

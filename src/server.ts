@@ -111,6 +111,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       apiKeys,
       context,
       graphiql: config.graphiql,
+      console: config.console,
       introspection: config.introspection,
       suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,

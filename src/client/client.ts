@@ -7,11 +7,12 @@ import { type HttpConnection, send } from './http.ts';
 import { type LeaseContext, type LeaseOptions, withLease } from './lease.ts';
 import { type CallOptions, createMutations, type Mutations } from './mutations.ts';
 import type { Notice } from './notices.ts';
-import { ReadLease, ReadRun } from './operations.ts';
+import { ListLeases, ListRuns, ReadLease, ReadRun, Viewer } from './operations.ts';
 import { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
 import { type RunEvent, type RunEventsOptions, runEvents, type StreamDeps } from './run-events.ts';
 import { sseTransport } from './sse.ts';
 import { type LeaseState, leaseChanged, type RunState, runChanged, type StateStreamOptions } from './state-streams.ts';
+import { leasesChanged, type RunsChangedState, runsChanged, type TenantStreamOptions } from './tenant-streams.ts';
 import type { StreamTransport } from './transport.ts';
 import { webSocketTransport } from './ws.ts';
 
@@ -42,11 +43,24 @@ export interface RunplaneOptions {
 }
 
 export type RunRead = NonNullable<ResultOf<typeof ReadRun>['run']>;
-export type { LeaseState, RunEvent, RunState };
+export type RunList = ResultOf<typeof ListRuns>['runs'];
+export type LeaseList = ResultOf<typeof ListLeases>['leases'];
+export type { LeaseState, RunEvent, RunState, RunsChangedState, TenantStreamOptions };
+
+export interface PageOptions extends CallOptions {
+  first?: number;
+  after?: string;
+}
 
 export interface Runplane extends Mutations {
   /** A run with its budget and first events (`first`, default 50); null when there is none. */
   run(id: string, options?: CallOptions & { consistent?: boolean; first?: number }): Promise<RunRead | null>;
+  /** Whose key this client holds, and whether it may write. */
+  viewer(options?: CallOptions): Promise<ResultOf<typeof Viewer>['viewer']>;
+  /** The tenant's runs, newest first (from an index: a run created a moment ago may show a moment later). */
+  runs(options?: PageOptions & { status?: RunState['status'] }): Promise<RunList>;
+  /** The tenant's units and their leases, by unit id; `held` true: live ones only, false: free ones only. */
+  leases(options?: PageOptions & { held?: boolean }): Promise<LeaseList>;
   /** The live lease on a unit; null when it is free. */
   lease(unitId: string, options?: CallOptions): Promise<LeaseState | null>;
   /**
@@ -57,6 +71,10 @@ export interface Runplane extends Mutations {
   runEvents(runId: string, options?: RunEventsOptions): AsyncGenerator<RunEvent, void, undefined>;
   runChanged(runId: string, options?: StateStreamOptions): AsyncGenerator<RunState, void, undefined>;
   leaseChanged(unitId: string, options?: StateStreamOptions): AsyncGenerator<LeaseState, void, undefined>;
+  /** Every run of the tenant as it changes (list first; list again on `onResubscribed`). */
+  runsChanged(options?: TenantStreamOptions & { status?: RunState['status'] }): AsyncGenerator<RunsChangedState, void, undefined>;
+  /** Every lease of the tenant as it changes. */
+  leasesChanged(options?: TenantStreamOptions): AsyncGenerator<LeaseState, void, undefined>;
   withLease<T>(options: LeaseOptions, fn: (context: LeaseContext) => Promise<T>): Promise<T>;
   /** Closes the WebSocket (streams still open end with it). */
   close(): Promise<void>;
@@ -88,7 +106,7 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     transport: () => {
       transport ??=
         kind === 'ws'
-          ? webSocketTransport({ url: options.url, apiKey: options.apiKey, webSocketImpl, maxBuffered })
+          ? webSocketTransport({ url: options.url, apiKey: options.apiKey, webSocketImpl, maxBuffered, onNotice })
           : sseTransport({ url: options.url, headers, fetch: fetchImpl });
       return transport;
     },
@@ -108,6 +126,15 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     async run(id, { consistent, first = 50, ...call } = {}) {
       return (await send(http, ReadRun, { id, consistent, first }, sendOptions(call))).run;
     },
+    async viewer(call) {
+      return (await send(http, Viewer, {}, sendOptions(call))).viewer;
+    },
+    async runs({ status, first, after, ...call } = {}) {
+      return (await send(http, ListRuns, { status, first, after }, sendOptions(call))).runs;
+    },
+    async leases({ held, first, after, ...call } = {}) {
+      return (await send(http, ListLeases, { held, first, after }, sendOptions(call))).leases;
+    },
     async lease(unitId, call) {
       return (await send(http, ReadLease, { unitId }, sendOptions(call))).lease;
     },
@@ -115,6 +142,8 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     runEvents: (runId, streamOptions) => runEvents(deps, runId, streamOptions),
     runChanged: (runId, streamOptions) => runChanged(deps, runId, streamOptions),
     leaseChanged: (unitId, streamOptions) => leaseChanged(deps, unitId, streamOptions),
+    runsChanged: (streamOptions) => runsChanged(deps, streamOptions),
+    leasesChanged: (streamOptions) => leasesChanged(deps, streamOptions),
     withLease: (leaseOptions, fn) => withLease(mutations, leaseOptions, fn),
     close,
     [Symbol.asyncDispose]: close,

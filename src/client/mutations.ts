@@ -6,7 +6,17 @@
 import type { Document, ResultOf, ValidDocument, VariablesOf } from './graphql.ts';
 import { type HttpConnection, send } from './http.ts';
 import type { Notice } from './notices.ts';
-import { AcquireLease, AppendEvent, ChargeBudget, CreateRun, ReleaseLease, RenewLease, TransitionRun } from './operations.ts';
+import {
+  AcquireLease,
+  AppendEvent,
+  ChargeBudget,
+  CreateRun,
+  ReleaseLease,
+  RenewLease,
+  RequestApproval,
+  ResolveApproval,
+  TransitionRun,
+} from './operations.ts';
 import type { RetryPolicy } from './retry.ts';
 
 export interface CallOptions {
@@ -24,6 +34,8 @@ export type TransitionRunInput = Input<typeof TransitionRun>;
 export type AcquireLeaseInput = Input<typeof AcquireLease>;
 export type RenewLeaseInput = Input<typeof RenewLease>;
 export type ReleaseLeaseInput = Input<typeof ReleaseLease>;
+export type RequestApprovalInput = Input<typeof RequestApproval>;
+export type ResolveApprovalInput = Input<typeof ResolveApproval>;
 
 export type CreateRunResult = ResultOf<typeof CreateRun>['createRun'];
 export type AppendEventResult = ResultOf<typeof AppendEvent>['appendEvent'];
@@ -32,6 +44,8 @@ export type TransitionRunResult = ResultOf<typeof TransitionRun>['transitionRun'
 export type AcquireLeaseResult = ResultOf<typeof AcquireLease>['acquireLease'];
 export type RenewLeaseResult = ResultOf<typeof RenewLease>['renewLease'];
 export type ReleaseLeaseResult = ResultOf<typeof ReleaseLease>['releaseLease'];
+export type RequestApprovalResult = ResultOf<typeof RequestApproval>['requestApproval'];
+export type ResolveApprovalResult = ResultOf<typeof ResolveApproval>['resolveApproval'];
 
 export interface Mutations {
   createRun(input: CreateRunInput, options?: CallOptions): Promise<CreateRunResult>;
@@ -41,6 +55,10 @@ export interface Mutations {
   acquireLease(input: AcquireLeaseInput, options?: CallOptions): Promise<AcquireLeaseResult>;
   renewLease(input: RenewLeaseInput, options?: CallOptions): Promise<RenewLeaseResult>;
   releaseLease(input: ReleaseLeaseInput, options?: CallOptions): Promise<ReleaseLeaseResult>;
+  /** RUNNING -> AWAITING_APPROVAL with an `approval.requested` event, together. */
+  requestApproval(input: RequestApprovalInput, options?: CallOptions): Promise<RequestApprovalResult>;
+  /** AWAITING_APPROVAL -> RUNNING (approved) or FAILED (rejected) with an `approval.resolved` event; a racing approver gets StatusConflict. */
+  resolveApproval(input: ResolveApprovalInput, options?: CallOptions): Promise<ResolveApprovalResult>;
 }
 
 /** A fresh idempotency key: 128 random bits (getRandomValues works in every browser context, randomUUID does not). */
@@ -67,5 +85,7 @@ export function createMutations(http: HttpConnection, retry: RetryPolicy, onNoti
     acquireLease: mutation(AcquireLease, 'acquireLease'),
     renewLease: mutation(RenewLease, 'renewLease'),
     releaseLease: mutation(ReleaseLease, 'releaseLease'),
+    requestApproval: mutation(RequestApproval, 'requestApproval'),
+    resolveApproval: mutation(ResolveApproval, 'resolveApproval'),
   };
 }

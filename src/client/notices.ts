@@ -18,7 +18,7 @@ export type Notice =
    */
   | {
       kind: 'reconnect';
-      stream: 'runEvents' | 'runChanged' | 'leaseChanged';
+      stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged';
       reason: 'error' | 'backlog';
       attempt: number;
       delayMs: number;
@@ -26,5 +26,7 @@ export type Notice =
       afterSeq?: number;
       error?: RunplaneError;
     }
+  /** The WebSocket all streams share opened (the server acknowledged it) or closed (streams reconnect on their own). */
+  | { kind: 'socket'; state: 'open' | 'closed' }
   /** runEvents found seqs missing from its feed and read them from the table; `missing` are still not there. */
   | { kind: 'gap'; runId: string; asked: SeqRange[]; found: number; missing: SeqRange[] };

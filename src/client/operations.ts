@@ -131,3 +131,74 @@ export const RunChanged = graphql(`subscription RunChanged($runId: ID!) { runCha
 export const LeaseChanged = graphql(`subscription LeaseChanged($unitId: ID!) { leaseChanged(unitId: $unitId) { ...LeaseFields } }`, [
   LeaseFields,
 ]);
+
+const StatusConflictFields = graphql(
+  `fragment StatusConflictFields on StatusConflict { message runId expected current currentVersion expectedVersion }`,
+);
+
+export const RequestApproval = graphql(
+  `mutation RequestApproval($input: RequestApprovalInput!) {
+    requestApproval(input: $input) {
+      __typename
+      ...RunFields
+      ...StatusConflictFields
+      ... on RunNotFound { message runId }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [RunFields, StatusConflictFields, IdempotencyConflictFields],
+);
+
+export const ResolveApproval = graphql(
+  `mutation ResolveApproval($input: ResolveApprovalInput!) {
+    resolveApproval(input: $input) {
+      __typename
+      ...RunFields
+      ...StatusConflictFields
+      ... on RunNotFound { message runId }
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [RunFields, StatusConflictFields, IdempotencyConflictFields],
+);
+
+export const ListRuns = graphql(
+  `query ListRuns($status: RunStatus, $first: Int, $after: String) {
+    runs(status: $status, first: $first, after: $after) {
+      edges { cursor node { ...RunFields lastSeq } }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`,
+  [RunFields],
+);
+
+export const ListLeases = graphql(
+  `query ListLeases($held: Boolean, $first: Int, $after: String) {
+    leases(held: $held, first: $first, after: $after) {
+      edges { cursor node { ...LeaseFields } }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`,
+  [LeaseFields],
+);
+
+/** A page of a run's events by cursor, from the start (`first`/`after`) or the end (`last`/`before`), optionally of some types. */
+export const RunEventPage = graphql(
+  `query RunEventPage($id: ID!, $first: Int, $after: String, $last: Int, $before: String, $afterSeq: Int, $types: [String!]) {
+    run(id: $id) {
+      events(first: $first, after: $after, last: $last, before: $before, afterSeq: $afterSeq, types: $types) {
+        edges { cursor node { ...EventFields } }
+        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+      }
+    }
+  }`,
+  [EventFields],
+);
+
+export const RunsChanged = graphql(`subscription RunsChanged($status: RunStatus) { runsChanged(status: $status) { ...RunFields } }`, [
+  RunFields,
+]);
+
+export const LeasesChanged = graphql(`subscription LeasesChanged { leasesChanged { ...LeaseFields } }`, [LeaseFields]);
+
+export const Viewer = graphql(`query Viewer { viewer { tenant canWrite } }`);

@@ -6,6 +6,7 @@
 import { type Client, createClient } from 'graphql-ws/client';
 import { fromCloseCode, fromGraphQLErrors, fromNetworkFailure, type GraphQLErrorLike, type RunplaneError } from './errors.ts';
 import { documentText } from './graphql.ts';
+import type { Notice } from './notices.ts';
 import { BoundedQueue } from './queue.ts';
 import type { StreamRequest, StreamResult, StreamTransport, Subscription } from './transport.ts';
 
@@ -21,15 +22,18 @@ export interface WebSocketOptions {
   apiKey?: string;
   webSocketImpl?: unknown;
   maxBuffered: number;
+  /** Told when the socket opens (acknowledged) and closes. */
+  onNotice?: (notice: Notice) => void;
 }
 
-export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered }: WebSocketOptions): StreamTransport {
+export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered, onNotice }: WebSocketOptions): StreamTransport {
   const wsUrl = url.replace(/^http/, 'ws');
   let lastId = 0;
   /** Subscriptions the server completed: graphql-ws reports a socket closed with 1000 as a completion too. */
   const completed = new Set<string>();
   const connected = new Set<() => void>();
   let pongTimer: ReturnType<typeof setTimeout> | undefined;
+  let open = false;
   const client: Client = createClient({
     url: wsUrl,
     webSocketImpl,
@@ -41,6 +45,8 @@ export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered }: 
     generateID: () => String(++lastId),
     on: {
       connected: () => {
+        open = true;
+        onNotice?.({ kind: 'socket', state: 'open' });
         for (const listener of connected) listener();
       },
       message: (message) => {
@@ -53,7 +59,12 @@ export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered }: 
       pong: (received) => {
         if (received) clearTimeout(pongTimer);
       },
-      closed: () => clearTimeout(pongTimer),
+      closed: () => {
+        clearTimeout(pongTimer);
+        // Only a socket that was open is news: one refused at connection_init fails its streams instead.
+        if (open) onNotice?.({ kind: 'socket', state: 'closed' });
+        open = false;
+      },
     },
   });
 

@@ -135,3 +135,20 @@ export class ContentionExceeded extends Contention {
     super(`appending to run ${runId} kept colliding with other writers; retry`);
   }
 }
+
+/** A tenant-wide subscriber stopped reading while more things changed than its feed may hold. */
+export class FellBehind extends Error {
+  constructor(
+    readonly what: string,
+    readonly limit: number,
+  ) {
+    super(`This subscriber fell behind: more than ${limit} ${what} changed while it was not reading; list them again and resubscribe`);
+  }
+}
+
+/** Changes may have been lost upstream (a trimmed stream): a tenant-wide feed cannot re-read them all. */
+export class ChangesLost extends Error {
+  constructor(what: string) {
+    super(`Changes of ${what} may have been lost (the table's stream was trimmed or replaced); list them again and resubscribe`);
+  }
+}

@@ -13,6 +13,7 @@ import type { Connection, Context } from '../schema/context.ts';
 import { type Admission, createAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { type ConnectionLimits, guardConnections } from './connections.ts';
+import { consoleFiles } from './console.ts';
 import type { CostRules } from './cost.ts';
 import { type AvailabilityOf, maskError } from './errors.ts';
 import { graphiqlPage } from './graphiql.ts';
@@ -28,6 +29,8 @@ export interface AppDeps {
   /** The context of one operation, for the principal its key belongs to, on the connection it came on. */
   context: (principal: Principal, connection: Connection) => Context;
   graphiql: boolean;
+  /** Serve the run console at `/`. */
+  console: boolean;
   introspection: boolean;
   /** Tell clients the nearest name when they misspell one (off in production: it reveals the schema). */
   suggestions: boolean;
@@ -82,7 +85,10 @@ export function buildApp(deps: AppDeps): App {
 
   const yoga = createYogaServer({ ...deps, cost, mask, admission, sessions, stopping: () => stopping });
   const page = deps.graphiql ? graphiqlPage({ endpoint: yoga.graphqlEndpoint }) : undefined;
-  const server = createServer({ connectionsCheckingInterval: 1_000 }, requestHandler({ ...deps, yoga, newConnection, page }));
+  const server = createServer(
+    { connectionsCheckingInterval: 1_000 },
+    requestHandler({ ...deps, yoga, newConnection, page, console: deps.console ? consoleFiles() : undefined }),
+  );
   const guarded = guardConnections(server, connections);
   const webSockets = attachWebSockets(server, { ...deps, yoga, admission, sessions, cost, mask, newConnection });
   const stopWatching = deps.apiKeys.watch((keyIds) => sessions.revoke(keyIds));

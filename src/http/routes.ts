@@ -9,6 +9,7 @@ import type { Logger } from '../lib/logger.ts';
 import { codes } from '../schema/error-codes.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { bearer } from './api-keys.ts';
+import type { ConsoleFiles } from './console.ts';
 import type { graphiqlPage } from './graphiql.ts';
 import { type NewConnection, refusalOf, served } from './principals.ts';
 import type { YogaServer } from './yoga.ts';
@@ -19,6 +20,8 @@ export interface RouteDeps {
   newConnection: NewConnection;
   maxBodyBytes: number;
   page?: ReturnType<typeof graphiqlPage>;
+  /** The run console at `/`. */
+  console?: ConsoleFiles;
   metrics?: () => string;
   ready?: () => Promise<{ ready: boolean; reason?: string; degraded?: string }>;
   log: Logger;
@@ -71,6 +74,7 @@ export function requestHandler(deps: RouteDeps) {
   return (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url?.split('?')[0];
     if (probe(req, res, path, deps)) return;
+    if (deps.console?.serve(req, res, path)) return;
     if (path === '/graphql' && page && wantsPage(req)) {
       void page.serve(req, res).catch((err) => {
         deps.log.error('serving the GraphiQL page failed', err);

@@ -2,7 +2,7 @@
 
 import type { Limits } from '../domain/limits.ts';
 import type { Role } from '../domain/principal.ts';
-import type { Budget, DeliveredEvent, Lease, Run } from '../domain/run.ts';
+import type { Budget, DeliveredEvent, Lease, Run, RunStatus } from '../domain/run.ts';
 import type { ReadBudget, Stores } from '../store/index.ts';
 import type { SendBudget } from '../streams/send-budget.ts';
 
@@ -26,6 +26,13 @@ export interface LiveFeeds {
     seen?: { run: number; budget: number };
   }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
   leaseChanged(query: { tenant: string; unitId: string; budget?: SendBudget; seen?: number }): AsyncIterableIterator<Lease>;
+  /** Every run of the tenant that changes. */
+  runsChanged(query: {
+    tenant: string;
+    status?: RunStatus;
+    budget?: SendBudget;
+  }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
+  leasesChanged(query: { tenant: string; budget?: SendBudget }): AsyncIterableIterator<Lease>;
 }
 
 export interface Context {

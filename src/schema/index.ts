@@ -5,6 +5,8 @@ import './run.ts';
 import './event.ts';
 import './budget.ts';
 import './lease.ts';
+import './approval.ts';
+import './viewer.ts';
 import './subscriptions.ts';
 import { builder } from './builder.ts';
 

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { IdempotencyConflict, LeaseHeld, LeaseLost } from '../domain/errors.ts';
-import { MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
+import { DEFAULT_PAGE_SIZE, MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
 import type { Lease } from '../domain/run.ts';
 import { builder } from './builder.ts';
+import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner } from './inputs.ts';
 
@@ -29,6 +30,39 @@ builder.queryField('lease', (t) =>
     description: 'The live lease on a unit; null when it is free or its lease expired. Strongly consistent.',
     args: { unitId: t.arg.id({ required: true, validate: id }) },
     resolve: (_, { unitId }, { tenant, stores }) => stores.leases.get(tenant, unitId),
+  }),
+);
+
+const LeaseConnection = builder.connectionObject({ type: LeaseRef, name: 'LeaseConnection' }, { name: 'LeaseEdge' });
+
+builder.queryField('leases', (t) =>
+  t.field({
+    type: LeaseConnection,
+    description:
+      "The tenant's units and their leases (live or not), by unit id, paged by cursor. Read from an index: eventually consistent (a unit leased a moment ago may show a moment later); use `lease` before a decision.",
+    args: {
+      held: t.arg.boolean({
+        description: 'true: only units whose lease is live now; false: only units whose lease expired or was released.',
+      }),
+      first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most RUNPLANE_MAX_PAGE_SIZE: 500 unless configured).` }),
+      after: t.arg.string(),
+    },
+    resolve: async (_, args, { tenant, stores, limits }) => {
+      const first = args.first ?? DEFAULT_PAGE_SIZE;
+      if (first < 0 || first > limits.maxPageSize)
+        throw badInput(`first: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
+      const page = await stores.leaseList.list({ tenant, held: args.held ?? undefined, first, after: args.after ?? undefined });
+      const edges = page.leases.map(({ lease, cursor }) => ({ cursor, node: lease }));
+      return {
+        edges,
+        pageInfo: {
+          hasNextPage: page.hasNextPage,
+          hasPreviousPage: args.after != null,
+          startCursor: edges[0]?.cursor ?? null,
+          endCursor: edges.at(-1)?.cursor ?? null,
+        },
+      };
+    },
   }),
 );
 

@@ -6,6 +6,7 @@ import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
 import { LeaseRef } from './lease.ts';
 import { RunRef } from './run.ts';
+import { RunStatusEnum } from './run-status.ts';
 
 builder.subscriptionType({
   description:
@@ -59,6 +60,28 @@ builder.subscriptionField('leaseChanged', (t) =>
     args: { unitId: t.arg.id({ required: true, validate: id }) },
     subscribe: (_, { unitId }, { tenant, live, connection }) =>
       live.leaseChanged({ tenant, unitId, budget: connection.budget, seen: resumedSeq(connection.lastEventId) }),
+    resolve: (lease) => lease,
+  }),
+);
+
+builder.subscriptionField('runsChanged', (t) =>
+  t.field({
+    type: RunRef,
+    description:
+      'Every run of the tenant, each time it is created or its status or budget changes, by any writer: its new state. Compare version (and budget.version): larger is newer. No current state first: list with `runs`, then apply what comes. A subscriber that stops reading while more than 1000 runs change gets a LIMIT_EXCEEDED error ending the stream: list again and resubscribe.',
+    args: { status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status after the change.' }) },
+    subscribe: (_, { status }, { tenant, live, connection }) =>
+      live.runsChanged({ tenant, status: status ?? undefined, budget: connection.budget }),
+    resolve: (change) => ({ run: change.run, budget: change.budget, consistent: true }),
+  }),
+);
+
+builder.subscriptionField('leasesChanged', (t) =>
+  t.field({
+    type: LeaseRef,
+    description:
+      'Every lease of the tenant, each time it is acquired, renewed or released, by any writer: its new state. Compare version: larger is newer. No current state first: list with `leases`. A subscriber that stops reading while more than 1000 units change gets a LIMIT_EXCEEDED error ending the stream.',
+    subscribe: (_, __, { tenant, live, connection }) => live.leasesChanged({ tenant, budget: connection.budget }),
     resolve: (lease) => lease,
   }),
 );

@@ -4,12 +4,13 @@ import type { StoreDeps } from './deps.ts';
 import { createEventStore, type EventStore } from './events/index.ts';
 import { createIdempotency } from './idempotency.ts';
 import { createLeaseStore, type LeaseStore } from './leases/index.ts';
+import { createLeaseListing, type LeaseListing } from './leases/list.ts';
 import { createRunStore, type RunStore } from './runs/index.ts';
 import { createRunListing, type RunListing } from './runs/list.ts';
 
 export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
-export type { BudgetStore, EventStore, LeaseStore, RunListing, RunStore };
+export type { BudgetStore, EventStore, LeaseListing, LeaseStore, RunListing, RunStore };
 
 export interface Stores {
   runs: RunStore;
@@ -17,15 +18,18 @@ export interface Stores {
   events: EventStore;
   budgets: BudgetStore;
   leases: LeaseStore;
+  leaseList: LeaseListing;
 }
 
 export function createStores(deps: StoreDeps): Stores {
   const idempotency = createIdempotency(deps, deps.retention.idempotencySeconds);
+  const events = createEventStore(deps, idempotency);
   return {
-    runs: createRunStore(deps, idempotency),
+    runs: createRunStore(deps, idempotency, events.lastSeq),
     runList: createRunListing(deps),
-    events: createEventStore(deps, idempotency),
+    events,
     budgets: createBudgetStore(deps, idempotency),
     leases: createLeaseStore(deps, idempotency),
+    leaseList: createLeaseListing(deps),
   };
 }

@@ -17,7 +17,17 @@ export const topics = {
   events: (tenant: string, runId: string) => `events\u0000${tenant}\u0000${runId}`,
   run: (tenant: string, runId: string) => `run\u0000${tenant}\u0000${runId}`,
   lease: (tenant: string, unitId: string) => `lease\u0000${tenant}\u0000${unitId}`,
+  /** Every run (and budget) change of a tenant. */
+  runs: (tenant: string) => `runs\u0000${tenant}`,
+  /** Every lease change of a tenant. */
+  leases: (tenant: string) => `leases\u0000${tenant}`,
 };
+
+/** The tenant-wide topic a change is also published on, if any. */
+export function tenantTopicOf(change: Change) {
+  if (change.kind === 'event') return undefined;
+  return change.kind === 'lease' ? topics.leases(change.tenant) : topics.runs(change.tenant);
+}
 
 export function topicOf(change: Change) {
   switch (change.kind) {

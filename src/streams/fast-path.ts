@@ -17,6 +17,7 @@ export function withFastPath(stores: Stores, publish: (change: Change) => void):
   };
   return {
     runList: stores.runList,
+    leaseList: stores.leaseList,
     runs: {
       ...stores.runs,
       async create(input, idem) {
@@ -24,6 +25,12 @@ export function withFastPath(stores: Stores, publish: (change: Change) => void):
         hub.publish({ kind: 'run', tenant: input.tenant, runId: created.run.id, run: created.run });
         hub.publish({ kind: 'budget', tenant: input.tenant, runId: created.run.id, budget: created.budget });
         return created;
+      },
+      async decide(input, idem) {
+        const result = await stores.runs.decide(input, idem);
+        hub.publish({ kind: 'run', tenant: input.tenant, runId: input.runId, run: result.run });
+        hub.publish({ kind: 'event', tenant: input.tenant, runId: input.runId, event: result.event });
+        return result;
       },
       async transition(input, idem) {
         const run = await stores.runs.transition(input, idem);

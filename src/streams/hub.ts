@@ -2,7 +2,7 @@
  * In-process fan-out. Changes come from the stream poller (every writer) and from this
  * server's own mutations (the fast path); subscribers order and deduplicate them.
  */
-import { type Change, topicOf } from './changes.ts';
+import { type Change, tenantTopicOf, topicOf } from './changes.ts';
 
 export interface Listener {
   change(change: Change): void;
@@ -18,6 +18,8 @@ export class Hub {
 
   publish(change: Change) {
     for (const listener of this.listeners.get(topicOf(change)) ?? []) this.call(() => listener.change(change));
+    const tenantWide = tenantTopicOf(change);
+    for (const listener of (tenantWide && this.listeners.get(tenantWide)) || []) this.call(() => listener.change(change));
   }
 
   resync() {
@@ -41,6 +43,11 @@ export class Hub {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(topic) === set) this.listeners.delete(topic);
     };
+  }
+
+  /** Listeners on one topic now. */
+  listenersOf(topic: string) {
+    return this.listeners.get(topic)?.size ?? 0;
   }
 
   get subscriberCount() {

@@ -9,6 +9,7 @@ import { lazily } from './lazy.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { createReplicas, type ReplicaOptions } from './replicas.ts';
 import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
+import { type LeasesFeedQuery, leasesFeed, type RunsFeedQuery, runsFeed } from './tenant-feeds.ts';
 
 export interface LiveOptions {
   clients: Pick<Clients, 'dynamo' | 'pollerStreams'>;
@@ -99,6 +100,8 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
       lazily(() => eventFeed({ hub, events: stores.events, ...query, gapWaitMs, stats: feedStats, onError }), track),
     runChanged: (query: RunFeedQuery) => lazily(() => runFeed(deps, query), track),
     leaseChanged: (query: LeaseFeedQuery) => lazily(() => leaseFeed(deps, query), track),
+    runsChanged: (query: RunsFeedQuery) => lazily(() => runsFeed(deps, query), track),
+    leasesChanged: (query: LeasesFeedQuery) => lazily(() => leasesFeed(deps, query), track),
     /** Completes every open subscription (its client gets what is queued, then the end). */
     endSubscriptions() {
       for (const source of open) (source as { end?: () => void }).end?.();

@@ -56,6 +56,10 @@ export const keys = {
   /** GSI partition keys: all runs of a tenant in one shard, and its runs in one status. */
   runShard: (tenant: string, shard: number) => `${part('tenant', tenant)}#runs#${shard}`,
   runStatusShard: (tenant: string, status: string, shard: number) => `${part('tenant', tenant)}#runs#${status}#${shard}`,
+  /** The listing index's partition of a tenant's units in one shard (lease rows share the runs' index, on keys of their own). */
+  unitShard: (tenant: string, shard: number) => `${part('tenant', tenant)}#units#${shard}`,
+  /** Listing-index keys of a lease row: a tenant's units by id, spread like runs. */
+  leaseListing: (tenant: string, unitId: string) => ({ gsi1pk: keys.unitShard(tenant, shardOf(unitId)), gsi1sk: part('unit', unitId) }),
   /** GSI keys of a run's metadata row: all runs of a tenant, and runs by status, newest first. */
   runListing(tenant: string, runId: string, status: string, createdAt: string) {
     const shard = shardOf(runId);

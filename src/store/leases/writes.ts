@@ -21,6 +21,13 @@ const names = {
   '#expiresAt': attr.expiresAt,
 };
 
+/** Every acquire (re)writes the row's listing keys: the leases listing finds it by them. */
+const listed = 'gsi1pk = :listPk, gsi1sk = :listSk';
+const listing = (tenant: string, unitId: string) => {
+  const { gsi1pk, gsi1sk } = keys.leaseListing(tenant, unitId);
+  return { ':listPk': gsi1pk, ':listSk': gsi1sk };
+};
+
 /** What the plain acquire of each case sets beside the holder, and which rows it applies to. */
 const cases: Record<AcquireCase, { condition: string; set: string }> = {
   // No row yet, or its token fell below the floor: the token becomes the floor.
@@ -46,10 +53,11 @@ export function acquireUpdate(tableName: string, input: AcquireLease, at: number
       Key: keys.lease(tenant, unitId),
       // Free, expired, or already mine: one holder at a time. The token only grows (fencing), in its own case.
       ConditionExpression: `${takeable} AND ${cases[how].condition}`,
-      UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, ${cases[how].set}`,
+      UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, ${listed}, ${cases[how].set}`,
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: {
         ':unitId': unitId,
+        ...listing(tenant, unitId),
         ':owner': owner,
         ':acquiredAt': new Date(at).toISOString(),
         ':until': until,
@@ -114,11 +122,11 @@ export function exactUpdate(
       Key: keys.lease(tenant, unitId),
       // The row is still the version read (or still absent): the decision holds for it, no other writer came between.
       ConditionExpression: row ? '#version = :seen' : conditions.leaseFree,
-      UpdateExpression:
-        'SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #token = :token, #version = :version, #expiresAt = :ttl',
+      UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #token = :token, #version = :version, #expiresAt = :ttl, ${listed}`,
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: {
         ':unitId': unitId,
+        ...listing(tenant, unitId),
         ':owner': lease.owner,
         ':acquiredAt': lease.acquiredAt.toISOString(),
         ':until': lease.expiresAt.getTime(),

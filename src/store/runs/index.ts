@@ -2,11 +2,13 @@
 import type { Budget, Run } from '../../domain/run.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
+import { type ApprovalStep, createApprovals } from './approval.ts';
 import { type CreateRun, createRun, type RunCreated } from './create.ts';
 import { createEventExpiry } from './finish.ts';
 import { createRunReads, type SnapshotOptions } from './read.ts';
 import { type Transition, transitionRun } from './transition.ts';
 
+export type { ApprovalResult, ApprovalStep } from './approval.ts';
 export type { CreateRun, RunCreated } from './create.ts';
 export type { RunSnapshot } from './read.ts';
 export type { Transition } from './transition.ts';
@@ -18,13 +20,20 @@ const dates = <T extends { createdAt: unknown; updatedAt: unknown }>(value: T) =
   updatedAt: new Date(value.updatedAt as string),
 });
 
-export function createRunStore(deps: StoreDeps, idempotency: Idempotency) {
+export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSeq: (tenant: string, runId: string) => Promise<number>) {
   const reads = createRunReads(deps);
   const expiry = createEventExpiry(deps);
   const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
     transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
+  const approvals = createApprovals(deps, { reads, idempotency, lastSeq, onFinished: expiry.start });
 
   return {
+    /**
+     * An approval step: the status change and its event in one transaction.
+     * @throws StatusConflict, RunNotFound, IdempotencyConflict
+     */
+    decide: (input: ApprovalStep, idem?: IdempotencyKey) => approvals.decide(input, idem),
+
     /** Resolves once finished runs' events have all been given their TTL (tests, shutdown). */
     settled: expiry.settled,
 

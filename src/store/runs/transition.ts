@@ -22,7 +22,7 @@ export interface Transition {
 }
 
 /** The metadata update; `expires` (epoch seconds) for a run that finishes with it. */
-function metaUpdate(
+export function metaUpdate(
   tableName: string,
   { tenant, runId, from, to, expectedVersion }: Transition,
   at: Date,
@@ -65,7 +65,7 @@ function metaUpdate(
 }
 
 /** A finished run's budget row expires with it (its events are given the same TTL afterwards). */
-function budgetExpiry(tableName: string, { tenant, runId }: Transition, expires: number): Write {
+export function budgetExpiry(tableName: string, { tenant, runId }: Transition, expires: number): Write {
   return {
     Update: {
       TableName: tableName,

@@ -1,0 +1,170 @@
+/**
+ * One run: header and budget (live through runChanged), the approval panel, and the event
+ * timeline with its live tail (runEvents), type filter and jump to seq.
+ */
+import type { RunState } from '../client/index.ts';
+import { approvalPanel } from './approval.ts';
+import { errorBox, fill, h } from './dom.ts';
+import { time } from './format.ts';
+import type { Page } from './main.ts';
+import { isNewer } from './runs.ts';
+import { createTail } from './tail.ts';
+import { Timeline } from './timeline.ts';
+
+/** A form's submit handled here, not by a page load. */
+function submitted(event: Event, then: () => Promise<void>) {
+  event.preventDefault();
+  void then();
+}
+
+export const runPage: Page = (root, session, params) => {
+  const runId = params.get('id') ?? '';
+  const stop = new AbortController();
+  let types = (params.get('types') ?? '')
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  let run: RunState | undefined;
+
+  const message = h('div', { class: 'message' });
+  const header = h('section', { class: 'run-header', 'aria-label': 'Run' });
+  const approval = h('section', { class: 'approval', 'aria-label': 'Approval' });
+  const showError = (text: string) => fill(message, errorBox(text));
+  const timeline = new Timeline({
+    client: session.client,
+    runId,
+    onError: showError,
+    onReachedEnd: () => tail.restart(types.length ? types : undefined),
+  });
+  const tail = createTail({ session, runId, timeline, onError: showError });
+
+  const typeInput = h('input', {
+    id: 'type-filter',
+    type: 'text',
+    value: types.join(', '),
+    placeholder: 'e.g. tool.called, approval.requested',
+  });
+  const seqInput = h('input', { id: 'jump-seq', type: 'number', min: 1, inputmode: 'numeric', size: 8 });
+  const controls = h(
+    'div',
+    { class: 'timeline-controls' },
+    h(
+      'form',
+      { on: { submit: (e) => submitted(e, applyTypes) } },
+      h('label', { for: 'type-filter' }, 'Types'),
+      typeInput,
+      h('button', { type: 'submit' }, 'Filter'),
+    ),
+    h(
+      'form',
+      { on: { submit: (e) => submitted(e, jump) } },
+      h('label', { for: 'jump-seq' }, 'Jump to seq'),
+      seqInput,
+      h('button', { type: 'submit' }, 'Go'),
+    ),
+    h('button', { type: 'button', on: { click: () => void latest() } }, 'Latest'),
+    tail.element,
+  );
+
+  fill(
+    root,
+    h('p', {}, h('a', { href: '#/runs' }, '← Runs')),
+    message,
+    header,
+    approval,
+    h('h2', {}, 'Events'),
+    controls,
+    timeline.element,
+  );
+
+  function drawHeader() {
+    if (!run) return;
+    const { budget } = run;
+    fill(
+      header,
+      h('h1', {}, 'Run ', h('code', {}, run.id)),
+      h(
+        'dl',
+        { class: 'facts' },
+        h('dt', {}, 'Status'),
+        h('dd', {}, h('span', { class: `status status-${run.status}`, id: 'run-status' }, run.status)),
+        h('dt', {}, 'Task'),
+        h('dd', {}, run.task),
+        h('dt', {}, 'Version'),
+        h('dd', { id: 'run-version' }, String(run.version)),
+        h('dt', {}, 'Created'),
+        h('dd', {}, time(run.createdAt)),
+        h('dt', {}, 'Updated'),
+        h('dd', {}, time(run.updatedAt)),
+      ),
+      h(
+        'div',
+        { class: 'budget' },
+        h('label', { for: 'budget-meter' }, `Budget: ${budget.spent} spent of ${budget.cap}, ${budget.remaining} remaining`),
+        h('meter', { id: 'budget-meter', min: 0, max: Math.max(1, budget.cap), value: budget.spent, high: budget.cap * 0.8, optimum: 0 }),
+      ),
+    );
+  }
+
+  let lastStatus: string | undefined;
+  function update(next: RunState) {
+    if (run && !isNewer(next, run)) return;
+    run = next;
+    drawHeader();
+    if (next.status !== lastStatus) {
+      lastStatus = next.status;
+      void approvalPanel(approval, { session, run: next, onError: showError, signal: stop.signal });
+    }
+  }
+
+  function keepTypesInUrl() {
+    const query = types.length ? `?types=${encodeURIComponent(types.join(','))}` : '';
+    history.replaceState(null, '', `#/run/${encodeURIComponent(runId)}${query}`);
+  }
+
+  async function applyTypes() {
+    types = typeInput.value
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean);
+    keepTypesInUrl();
+    await timeline.jump(1, types.length ? types : undefined);
+    tail.restart(types.length ? types : undefined);
+  }
+
+  async function jump() {
+    const seq = Number(seqInput.value);
+    if (!Number.isInteger(seq) || seq < 1) return showError('Jump to seq: give a whole number from 1 up.');
+    fill(message);
+    await timeline.jump(seq, types.length ? types : undefined);
+    tail.restart(types.length ? types : undefined);
+  }
+
+  async function latest() {
+    await timeline.latest(types.length ? types : undefined);
+    tail.restart(types.length ? types : undefined);
+  }
+
+  void (async () => {
+    try {
+      const read = await session.client.run(runId, { consistent: true, first: 0, signal: stop.signal });
+      if (!read)
+        return fill(
+          root,
+          h('h1', {}, 'Run not found'),
+          errorBox(`There is no run "${runId}" for this key's tenant.`),
+          h('a', { href: '#/runs' }, 'Back to the runs'),
+        );
+      update(read);
+      await timeline.jump(1, types.length ? types : undefined);
+      tail.restart(types.length ? types : undefined);
+      for await (const state of session.client.runChanged(runId, { signal: stop.signal })) update(state);
+    } catch (err) {
+      if (!stop.signal.aborted) showError(`Following the run failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  })();
+  return () => {
+    stop.abort();
+    tail.stop();
+  };
+};

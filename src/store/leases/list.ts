@@ -1,0 +1,129 @@
+/**
+ * Listing a tenant's units and their leases, by unit id. Lease rows carry keys of the listing
+ * index spread over RUN_LIST_SHARDS partitions per tenant (as runs are), so no listing key
+ * runs hot; a page queries every shard and merges them. The cursor holds each shard's position.
+ * The index is eventually consistent: a unit leased a moment ago may show a moment later.
+ */
+import { InvalidInput } from '../../domain/errors.ts';
+import type { Lease } from '../../domain/run.ts';
+import { attr, type Item, toLease } from '../../table/codec.ts';
+import { indexes } from '../../table/definition.ts';
+import { keys, RUN_LIST_SHARDS } from '../../table/keys.ts';
+import type { StoreDeps } from '../deps.ts';
+import { pastTtl } from '../expiry.ts';
+import { queryPages } from '../query-pages.ts';
+
+export interface ListLeases {
+  tenant: string;
+  /** true: only live leases; false: only units whose lease expired or was released. */
+  held?: boolean;
+  first: number;
+  after?: string;
+}
+
+export interface LeasePage {
+  leases: { lease: Lease; cursor: string }[];
+  hasNextPage: boolean;
+}
+
+/** Per shard: the last unit id handed out ('' for none yet; null when the shard is done). */
+type Positions = (string | null)[];
+
+const encode = (positions: Positions) => Buffer.from(JSON.stringify(positions)).toString('base64url');
+
+/** @throws InvalidInput for a cursor this listing did not hand out */
+function decode(cursor: string | undefined): Positions | undefined {
+  if (cursor === undefined) return undefined;
+  try {
+    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+    const valid =
+      Array.isArray(positions) &&
+      positions.length === RUN_LIST_SHARDS &&
+      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 200));
+    if (valid) return positions;
+  } catch {}
+  throw new InvalidInput('after', 'not a cursor of this connection');
+}
+
+/** Up to `limit` units of one shard after `from`, by id; also whether the shard has more. */
+async function shardPage({ doc, tableName, now }: StoreDeps, { tenant, held }: ListLeases, shard: number, from: string, limit: number) {
+  const index = indexes.runsByTenant;
+  const at = now().getTime();
+  const items: Item[] = [];
+  let more = false;
+  const filtered = held !== undefined;
+  const pages = queryPages(doc, {
+    TableName: tableName,
+    IndexName: index.name,
+    KeyConditionExpression: from ? '#pk = :pk AND #sk > :from' : '#pk = :pk',
+    ...(filtered ? { FilterExpression: held ? '#leaseUntil > :now' : '#leaseUntil <= :now' } : {}),
+    ExpressionAttributeNames: {
+      '#pk': index.pk,
+      ...(from ? { '#sk': index.sk } : {}),
+      ...(filtered ? { '#leaseUntil': attr.leaseUntil } : {}),
+    },
+    ExpressionAttributeValues: {
+      ':pk': keys.unitShard(tenant, shard),
+      ...(from ? { ':from': from } : {}),
+      ...(filtered ? { ':now': at } : {}),
+    },
+    Limit: limit + 1,
+  });
+  for await (const page of pages) {
+    // Rows past their retention are gone, though DynamoDB deletes them late.
+    items.push(...(page.Items ?? []).filter((item) => !pastTtl(item, at)));
+    more = page.LastEvaluatedKey !== undefined;
+    if (items.length > limit) break;
+  }
+  return { items: items.slice(0, limit), more: items.length > limit || more };
+}
+
+type ShardPage = Awaited<ReturnType<typeof shardPage>>;
+
+/** Merges the shards' pages by unit id, up to `first`; each unit handed out moves its shard's position past it. */
+function merge(shards: (ShardPage | undefined)[], positions: Positions, first: number): LeasePage {
+  const heads = shards.map(() => 0);
+  const current = [...positions];
+  const out: { lease: Lease; cursor: Positions }[] = [];
+  while (out.length < first) {
+    let best = -1;
+    let bestKey = '';
+    shards.forEach((page, shard) => {
+      const item = page?.items[heads[shard] as number];
+      const key = item ? String(item[indexes.runsByTenant.sk]) : '';
+      if (item && (best < 0 || key < bestKey)) {
+        best = shard;
+        bestKey = key;
+      }
+    });
+    if (best < 0) break;
+    const item = (shards[best] as ShardPage).items[heads[best] as number] as Item;
+    heads[best] = (heads[best] as number) + 1;
+    current[best] = bestKey;
+    out.push({ lease: toLease(item), cursor: [...current] });
+  }
+  // A shard read to its end and all handed out is done.
+  const final = current.map((position, shard) => {
+    const page = shards[shard];
+    if (!page) return null;
+    return !page.more && heads[shard] === page.items.length ? null : position;
+  });
+  const last = out.at(-1);
+  if (last) last.cursor = final;
+  return { leases: out.map(({ lease, cursor }) => ({ lease, cursor: encode(cursor) })), hasNextPage: final.some((p) => p !== null) };
+}
+
+export function createLeaseListing(deps: StoreDeps) {
+  return {
+    /** @throws InvalidInput for an `after` this listing did not hand out */
+    async list(query: ListLeases): Promise<LeasePage> {
+      const positions = decode(query.after) ?? Array.from({ length: RUN_LIST_SHARDS }, (): string | null => '');
+      const shards = await Promise.all(
+        positions.map((from, shard) => (from === null ? undefined : shardPage(deps, query, shard, from, query.first))),
+      );
+      return merge(shards, positions, query.first);
+    },
+  };
+}
+
+export type LeaseListing = ReturnType<typeof createLeaseListing>;

@@ -1,0 +1,128 @@
+/**
+ * Tenant-wide subscriptions (runsChanged, leasesChanged): every change of any run or lease of
+ * the tenant, as the thing's whole new state. Like the one-thing feeds, changes arrive twice
+ * (fast path, then the stream) and a subscriber only moves forward by version; unlike them
+ * there is no state to start from (the listings give that) and no way to re-read everything.
+ */
+import { ChangesLost, FellBehind } from '../domain/errors.ts';
+import type { Budget, Lease, Run, RunStatus } from '../domain/run.ts';
+import { TtlCache } from '../lib/ttl-cache.ts';
+import type { Stores } from '../store/index.ts';
+import { topics } from './changes.ts';
+import type { Hub } from './hub.ts';
+import { KeyedLatest } from './keyed-latest.ts';
+import type { SendBudget } from './send-budget.ts';
+
+/** Runs (or units) with a change waiting for one subscriber; one more fails its stream (FellBehind). */
+export const MAX_WAITING_CHANGES = 1000;
+/** Versions remembered per subscriber, to drop the stream's copy of a change already sent; a forgotten one is sent twice (same version). */
+const REMEMBERED_VERSIONS = 10_000;
+const REMEMBER_MS = 10 * 60_000;
+
+interface FeedDeps {
+  hub: Hub;
+  stores: Pick<Stores, 'runs' | 'budgets'>;
+  /** Waiting changes per subscriber (default MAX_WAITING_CHANGES). */
+  maxWaiting?: number;
+}
+
+export interface RunsFeedQuery {
+  tenant: string;
+  /** Only runs in this status after the change. */
+  status?: RunStatus;
+  budget?: SendBudget;
+}
+
+/** A run's new state. */
+export interface RunsChange {
+  run: Run;
+  budget: Budget | null;
+}
+
+type Waiting = { run?: Run; budget?: Budget };
+
+const remembered = () =>
+  new TtlCache<string, { run: number; budget: number }>({ max: REMEMBERED_VERSIONS, ttlMs: REMEMBER_MS, now: Date.now });
+
+export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: FeedDeps, query: RunsFeedQuery) {
+  const { tenant, status } = query;
+  const sent = remembered();
+  const queue = new KeyedLatest<Waiting>({
+    max: maxWaiting,
+    budget: query.budget,
+    overflow: () => new FellBehind('runs', maxWaiting),
+    onClose: () => unsubscribe(),
+  });
+  const unsubscribe = hub.subscribe(topics.runs(tenant), {
+    change(change) {
+      if (change.kind === 'run')
+        queue.offer(change.runId, (w) =>
+          change.run.version > Math.max(w?.run?.version ?? 0, sent.get(change.runId)?.run ?? 0) ? { ...w, run: change.run } : undefined,
+        );
+      else if (change.kind === 'budget')
+        queue.offer(change.runId, (w) =>
+          change.budget.version > Math.max(w?.budget?.version ?? 0, sent.get(change.runId)?.budget ?? 0)
+            ? { ...w, budget: change.budget }
+            : undefined,
+        );
+    },
+    resync: () => queue.fail(new ChangesLost('runs')),
+  });
+
+  /**
+   * What did not change is read when the subscriber takes the change (its reads go at its
+   * pace), so that it knows both versions and drops the stream's copies by them.
+   */
+  async function complete(runId: string, waiting: Waiting): Promise<RunsChange | undefined> {
+    if (waiting.run) return { run: waiting.run, budget: waiting.budget ?? (await stores.budgets.get(tenant, runId, true)) };
+    const snapshot = await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 });
+    if (!snapshot) return undefined;
+    const budget = (snapshot.budget?.version ?? 0) > (waiting.budget?.version ?? 0) ? snapshot.budget : (waiting.budget ?? null);
+    return { run: snapshot.run, budget };
+  }
+
+  async function* deliver(): AsyncGenerator<RunsChange> {
+    for await (const { key, value } of queue) {
+      const change = await complete(key, value);
+      if (!change) continue;
+      const before = sent.get(key);
+      sent.set(key, {
+        run: Math.max(before?.run ?? 0, change.run.version),
+        budget: Math.max(before?.budget ?? 0, change.budget?.version ?? 0),
+      });
+      if (status && change.run.status !== status) continue;
+      yield change;
+    }
+  }
+  return Object.assign(deliver(), { end: () => queue.end() });
+}
+
+export interface LeasesFeedQuery {
+  tenant: string;
+  budget?: SendBudget;
+}
+
+export function leasesFeed({ hub, maxWaiting = MAX_WAITING_CHANGES }: Omit<FeedDeps, 'stores'>, query: LeasesFeedQuery) {
+  const sent = remembered();
+  const queue = new KeyedLatest<Lease>({
+    max: maxWaiting,
+    budget: query.budget,
+    overflow: () => new FellBehind('leases', maxWaiting),
+    onClose: () => unsubscribe(),
+  });
+  const unsubscribe = hub.subscribe(topics.leases(query.tenant), {
+    change(change) {
+      if (change.kind !== 'lease') return;
+      const { lease } = change;
+      queue.offer(change.unitId, (w) => (lease.version > Math.max(w?.version ?? 0, sent.get(change.unitId)?.run ?? 0) ? lease : undefined));
+    },
+    resync: () => queue.fail(new ChangesLost('leases')),
+  });
+  async function* deliver(): AsyncGenerator<Lease> {
+    for await (const { key, value } of queue) {
+      sent.set(key, { run: Math.max(sent.get(key)?.run ?? 0, value.version), budget: 0 });
+      yield value;
+    }
+  }
+  return Object.assign(deliver(), { end: () => queue.end() });
+}

@@ -1,0 +1,354 @@
+/**
+ * The run console in headless Chromium against a real server: live lists and timelines, the
+ * tail's pause and resume, the type filter, an approval raced by another client, a read-only
+ * key, and a 10,000-event run scrolled to its end with a bounded number of rows in the DOM.
+ */
+import { BatchWriteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { keys } from '../../src/table/keys.ts';
+import { uniqueName } from '../support/aws.ts';
+import { describeWithBrowser, type OpenBrowser, openBrowser } from '../support/browser.ts';
+import { openConsole, screenshot, timelineSeqs, waitForSeqs } from '../support/console.ts';
+import { tcpProxy } from '../support/proxy.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+const WRITE = 'console-write-0123456789abcdef';
+const READ = 'console-read-0123456789abcdef';
+const TENANT = 'acme';
+
+describeWithBrowser('the run console in Chromium', () => {
+  let browser: OpenBrowser;
+  let api: TestServer;
+  beforeAll(async () => {
+    browser = await openBrowser();
+    api = await startTestServer({ env: { RUNPLANE_API_KEYS: `${WRITE}=${TENANT},${READ}=${TENANT}:read` }, stopAfterAll: false });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await api?.server.stop();
+  });
+
+  const as = { key: WRITE };
+  async function newRun(task = 'book a flight') {
+    const id = uniqueName('run');
+    const answer = await api.gql(
+      'mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }',
+      { input: { id, task, budgetCap: 100 } },
+      as,
+    );
+    expect(answer.data.createRun.__typename).toBe('Run');
+    return id;
+  }
+  const append = async (runId: string, type = 'step', payload: unknown = null, cost?: number) =>
+    (
+      await api.gql(
+        'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }',
+        { input: { runId, type, payload, cost } },
+        as,
+      )
+    ).data.appendEvent;
+  const putEvent = (runId: string, seq: number, type: string) =>
+    api.server.clients.doc.send(
+      new PutCommand({
+        TableName: api.table,
+        Item: { ...keys.event(TENANT, runId, seq), runId, seq, type, payload: { via: 'table' }, createdAt: new Date().toISOString() },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+    );
+  const text = (page: Page, selector: string) => page.locator(selector).textContent({ timeout: 30_000 });
+
+  test('the key is asked for and kept out of the URL; a run created through the API appears in the list without a reload; the filter lives in the URL', async () => {
+    const page = await openConsole(browser.context, api.url, '#/runs');
+    try {
+      await page.locator('#api-key').fill(WRITE, { timeout: 30_000 });
+      await page.getByRole('button', { name: 'Use this key' }).click();
+      await page.locator('table.runs').waitFor({ timeout: 30_000 });
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      const runId = await newRun('appears live');
+      await page.locator(`tr[data-run="${runId}"]`).waitFor({ timeout: 30_000 });
+      expect(await text(page, `tr[data-run="${runId}"]`)).toContain('appears live');
+      expect(page.url()).not.toContain(WRITE);
+      await page.locator('#status-filter').selectOption('RUNNING');
+      await page.locator('#run-search').fill(runId);
+      await waitFor(() => page.url().includes('status=RUNNING') && page.url().includes(`q=${runId}`), { what: 'the filter in the URL' });
+      await page.reload();
+      await page.locator(`tr[data-run="${runId}"]`).waitFor({ timeout: 30_000 });
+      expect(await page.locator('tbody tr').count()).toBe(1);
+      expect(await page.locator('#status-filter').inputValue()).toBe('RUNNING');
+      await page.locator('#run-search').fill('');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test("another client's events and a row written straight into the table appear in order; a paused tail takes nothing, a resumed one catches up and says where", async () => {
+    const runId = await newRun();
+    for (let i = 0; i < 3; i++) await append(runId, 'tool.called', { i }, 5);
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2,3', 'the first events');
+      expect(await text(page, '.budget label')).toContain('15 spent of 100, 85 remaining');
+      await append(runId, 'tool.returned');
+      await putEvent(runId, 5, 'written.directly');
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2,3,4,5', 'the appended and the directly written event');
+      await waitFor(async () => (await text(page, '.budget label'))?.includes('15 spent') ?? false, { what: 'the budget' });
+
+      await page.locator('#tail-toggle').click();
+      expect(await text(page, '#tail-state')).toBe('Paused at seq 5');
+      await append(runId, 'while.paused');
+      await append(runId, 'while.paused');
+      expect(await timelineSeqs(page)).toEqual([1, 2, 3, 4, 5]);
+      await page.locator('#tail-toggle').click();
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2,3,4,5,6,7', 'what was missed while paused');
+      await page.locator('#caught-up:not([hidden])').waitFor({ timeout: 30_000 });
+      expect(await text(page, '#caught-up')).toMatch(/^Caught up at seq 7/);
+      await page.locator('.event[data-seq="2"]').click();
+      expect(await text(page, '.detail')).toContain('"i": 1');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('after its connection is cut, the console says so, reconnects, reads what it missed in order, and marks where it caught up', async () => {
+    const proxy = await tcpProxy(api.url);
+    const runId = await newRun();
+    await append(runId);
+    await append(runId);
+    const page = await openConsole(browser.context, proxy.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2', 'the first events');
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      // Every state the indicator shows from now on.
+      await page.evaluate(() => {
+        const indicator = document.getElementById('connection') as HTMLElement;
+        const states: string[] = [];
+        (window as unknown as { states: string[] }).states = states;
+        new MutationObserver(() => states.push(indicator.dataset.state ?? '')).observe(indicator, { attributes: true });
+      });
+      proxy.drop();
+      await append(runId, 'while.away');
+      await append(runId, 'while.away');
+      await waitForSeqs(page, (seqs) => seqs.join() === '1,2,3,4', 'the events appended while it was cut off');
+      await page.locator('#caught-up:not([hidden])').waitFor({ timeout: 30_000 });
+      const caughtUp = Number(/^Caught up at seq (\d+)/.exec((await text(page, '#caught-up')) ?? '')?.[1]);
+      expect(caughtUp).toBeGreaterThanOrEqual(2);
+      expect(caughtUp).toBeLessThanOrEqual(4);
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      expect(await page.evaluate(() => (window as unknown as { states: string[] }).states)).toContain('reconnecting');
+      expect(proxy.dropped).toBeGreaterThan(0);
+    } finally {
+      await page.close();
+      await proxy.close();
+    }
+  });
+
+  test('the type filter shows one type, in the URL, and keeps following it live', async () => {
+    const runId = await newRun();
+    for (let i = 0; i < 6; i++) await append(runId, i % 2 ? 'model.responded' : 'tool.called');
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForSeqs(page, (seqs) => seqs.length === 6, 'all events');
+      await page.locator('#type-filter').fill('model.responded');
+      await page.getByRole('button', { name: 'Filter' }).click();
+      await waitForSeqs(page, (seqs) => seqs.join() === '2,4,6', 'the filtered events');
+      expect(page.url()).toContain('types=model.responded');
+      await append(runId, 'tool.called');
+      await append(runId, 'model.responded');
+      await waitForSeqs(page, (seqs) => seqs.join() === '2,4,6,8', 'the next event of that type, and not the other');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('approving from the console while another client races resolveApproval: exactly one wins, and both consoles show the outcome', async () => {
+    for (let round = 0; round < 3; round++) {
+      const runId = await newRun('wire money');
+      await append(runId, 'plan');
+      const asked = await api.gql(
+        `mutation { requestApproval(input: { runId: "${runId}", request: { amount: 250 } }) { __typename } }`,
+        {},
+        as,
+      );
+      expect(asked.data.requestApproval.__typename).toBe('Run');
+      const [mine, theirs] = await Promise.all([
+        openConsole(browser.context, api.url, `#/run/${runId}`, WRITE),
+        openConsole(browser.context, api.url, `#/run/${runId}`, WRITE),
+      ]);
+      try {
+        await mine.locator('#approve').waitFor({ timeout: 30_000 });
+        await theirs.locator('#approve').waitFor({ timeout: 30_000 });
+        // Both at once: the click is dispatched in the page (sending the console's resolveApproval), then the other client's.
+        const [, other] = await Promise.all([
+          mine.evaluate(() => (document.getElementById('approve') as HTMLButtonElement).click()),
+          api.gql(`mutation { resolveApproval(input: { runId: "${runId}", approve: false, by: "other-client" }) { __typename } }`, {}, as),
+        ]);
+        // The console's decision may still be on its way: wait for a decision, then count them.
+        await waitFor(async () => (await text(mine, '#run-status')) !== 'AWAITING_APPROVAL', { timeoutMs: 30_000, what: 'a decision' });
+        const resolved = await api.gql(
+          `{ run(id: "${runId}", consistent: true) { status events(types: ["approval.resolved"]) { edges { node { payload } } } } }`,
+          {},
+          as,
+        );
+        const decisions = resolved.data.run.events.edges.map((e: { node: { payload: { by: string } } }) => e.node.payload.by);
+        expect(decisions).toHaveLength(1);
+        const status = resolved.data.run.status;
+        expect(status).toBe(decisions[0] === 'other-client' ? 'FAILED' : 'RUNNING');
+        expect(other.data.resolveApproval.__typename).toBe(decisions[0] === 'other-client' ? 'Run' : 'StatusConflict');
+        for (const page of [mine, theirs]) {
+          await waitFor(async () => (await text(page, '#run-status')) === status, { timeoutMs: 30_000, what: `status ${status} shown` });
+          await waitFor(async () => (await text(page, '#decision'))?.includes(decisions[0]) ?? false, {
+            timeoutMs: 30_000,
+            what: 'the decision shown',
+          });
+        }
+      } finally {
+        await mine.close();
+        await theirs.close();
+      }
+    }
+  });
+
+  test('a read-only key sees the approval but no button to act on it', async () => {
+    const runId = await newRun();
+    await api.gql(`mutation { requestApproval(input: { runId: "${runId}", request: "ok?" }) { __typename } }`, {}, as);
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, READ);
+    try {
+      await page.locator('.approval pre').waitFor({ timeout: 30_000 });
+      expect(await text(page, '.approval')).toContain('read-only');
+      expect(await page.locator('#approve, #reject').count()).toBe(0);
+      expect(await text(page, '#who')).toContain('read-only');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('the leases page lists units with holder and fencing token, counts down, and follows acquires live', async () => {
+    const page = await openConsole(browser.context, api.url, '#/leases', WRITE);
+    try {
+      await page.locator('table.leases').waitFor({ timeout: 30_000 });
+      await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      const unitId = uniqueName('unit');
+      const acquired = await api.gql(
+        `mutation { acquireLease(input: { unitId: "${unitId}", owner: "worker-7", ttlSeconds: 90 }) { ... on Lease { token } } }`,
+        {},
+        as,
+      );
+      const row = page.locator(`tr[data-unit="${unitId}"]`);
+      await row.waitFor({ timeout: 30_000 });
+      expect(await row.textContent()).toContain('worker-7');
+      expect(await text(page, `tr[data-unit="${unitId}"] td.token`)).toBe(String(acquired.data.acquireLease.token));
+      const first = await text(page, `tr[data-unit="${unitId}"] td.expiry`);
+      expect(first).toMatch(/^1:[0-3]\d$/);
+      await waitFor(async () => (await text(page, `tr[data-unit="${unitId}"] td.expiry`)) !== first, {
+        timeoutMs: 30_000,
+        what: 'the countdown',
+      });
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('a 10,000-event run scrolls to its end with a bounded number of rows in the DOM', async () => {
+    const runId = await newRun('long');
+    const total = 10_000;
+    const now = new Date().toISOString();
+    for (let from = 1; from <= total; from += 25) {
+      const items = Array.from({ length: Math.min(25, total - from + 1) }, (_, i) => ({
+        PutRequest: {
+          Item: { ...keys.event(TENANT, runId, from + i), runId, seq: from + i, type: 'step', payload: { n: from + i }, createdAt: now },
+        },
+      }));
+      await api.server.clients.doc.send(new BatchWriteCommand({ RequestItems: { [api.table]: items } }));
+    }
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForSeqs(page, (seqs) => seqs[0] === 1, 'the first rows');
+      let most = 0;
+      await waitFor(
+        async () => {
+          const rows = await page.evaluate(() => {
+            const view = document.querySelector('.timeline') as HTMLElement;
+            view.scrollTop = view.scrollHeight;
+            return document.querySelectorAll('.timeline .event').length;
+          });
+          most = Math.max(most, rows);
+          return (await timelineSeqs(page)).includes(total);
+        },
+        { timeoutMs: 120_000, intervalMs: 50, what: 'the last event' },
+      );
+      expect((await timelineSeqs(page)).at(-1)).toBe(total);
+      // The view is 60% of a 720 px window: about 15 rows, with 10 more on each side.
+      expect(most).toBeLessThanOrEqual(60);
+      expect(most).toBeGreaterThan(0);
+      // And the events held in memory stay within the window's bound (MAX_WINDOW).
+      expect(Number(await page.locator('.timeline').getAttribute('data-held'))).toBeLessThanOrEqual(2000);
+      // Scrolled to the end, the tail follows from there: the next event shows.
+      expect((await append(runId, 'after.the.scroll')).seq).toBe(total + 1);
+      await waitForSeqs(page, (seqs) => seqs.includes(total + 1), 'the event appended once the view reached the end');
+      // Back to the start: the window is fetched again there.
+      await page.locator('#jump-seq').fill('1');
+      await page.getByRole('button', { name: 'Go' }).click();
+      await waitForSeqs(page, (seqs) => seqs[0] === 1, 'the start again');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('each page as README shows it (saved under docs/ by npm run screenshots)', async () => {
+    const tasks = [
+      'triage support inbox',
+      'refund order 1182',
+      'summarize weekly metrics',
+      'book travel for the offsite',
+      'migrate billing records',
+    ];
+    const ids: string[] = [];
+    for (const task of tasks) {
+      const id = await newRun(task);
+      ids.push(id);
+      for (let i = 0; i < 4; i++) await append(id, i % 2 ? 'model.responded' : 'tool.called', { tool: 'search', query: task, step: i }, 7);
+    }
+    const [, refund, metrics, travel] = ids as [string, string, string, string, string];
+    await api.gql(`mutation { transitionRun(input: { runId: "${metrics}", from: RUNNING, to: COMPLETED }) { __typename } }`, {}, as);
+    await api.gql(`mutation { transitionRun(input: { runId: "${travel}", from: RUNNING, to: WAITING_FOR_TOOL }) { __typename } }`, {}, as);
+    await api.gql(
+      `mutation { requestApproval(input: { runId: "${refund}", request: { action: "refund", order: 1182, amount: 249.5, currency: "EUR" } }) { __typename } }`,
+      {},
+      as,
+    );
+    for (const [unit, owner] of [
+      ['invoice-batch-7', 'worker-a'],
+      ['crawler-shard-2', 'worker-b'],
+      ['report-weekly', 'worker-c'],
+    ] as const)
+      await api.gql(`mutation { acquireLease(input: { unitId: "${unit}", owner: "${owner}", ttlSeconds: 300 }) { __typename } }`, {}, as);
+
+    const runs = await openConsole(browser.context, api.url, '#/runs', WRITE);
+    try {
+      await runs.locator(`tr[data-run="${ids[4]}"]`).waitFor({ timeout: 30_000 });
+      await runs.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      for (const id of ids) expect(await runs.locator(`tr[data-run="${id}"]`).count()).toBe(1);
+      await screenshot(runs, 'console-runs');
+    } finally {
+      await runs.close();
+    }
+    const run = await openConsole(browser.context, api.url, `#/run/${refund}`, WRITE);
+    try {
+      await run.locator('#approve').waitFor({ timeout: 30_000 });
+      await waitForSeqs(run, (seqs) => seqs.length === 5, 'the events');
+      await run.locator('.event[data-seq="3"]').click();
+      await screenshot(run, 'console-run');
+    } finally {
+      await run.close();
+    }
+    const leases = await openConsole(browser.context, api.url, '#/leases', WRITE);
+    try {
+      await leases.locator('tr[data-unit="report-weekly"]').waitFor({ timeout: 30_000 });
+      await screenshot(leases, 'console-leases');
+    } finally {
+      await leases.close();
+    }
+  });
+});
