@@ -88,7 +88,9 @@ export async function consoleTimes(server: ServerProcess, events: number, pages 
       await page
         .waitForFunction(() => (window as unknown as { liveAt?: number }).liveAt, undefined, { timeout: 60_000, polling: 50 })
         .catch(async (err) => {
-          throw new Error(`the console did not go live: ${((await page.locator('body').textContent()) ?? '').slice(0, 600)}`, { cause: err });
+          throw new Error(`the console did not go live: ${((await page.locator('body').textContent()) ?? '').slice(0, 600)}`, {
+            cause: err,
+          });
         });
       const paint = await page.evaluate(firstPaint);
       const live = await page.evaluate(() => (window as unknown as { liveAt: number }).liveAt);

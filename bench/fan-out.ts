@@ -11,6 +11,7 @@ import { type Subscriber, subscribe } from './ws.ts';
 
 export interface FanOutResult {
   subscribers: number;
+  runs: number;
   eventsPerSecond: number;
   events: number;
   /** Deliveries made, of subscribers x events expected. */
@@ -30,13 +31,26 @@ export interface FanOutResult {
 
 const SUBSCRIPTION = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
 
-export async function fanOut(server: ServerProcess, subscribers: number, eventsPerSecond: number, seconds: number): Promise<FanOutResult> {
+/**
+ * Subscribers are spread over `runs` runs (subscriber i watches run i mod runs) and the events
+ * go round the runs in turn, so every run gets its share of the rate.
+ */
+export async function fanOut(
+  server: ServerProcess,
+  subscribers: number,
+  eventsPerSecond: number,
+  seconds: number,
+  runs = 1,
+): Promise<FanOutResult> {
   const gql = graphqlClient(server.url);
-  const runId = `bench-${randomBytes(4).toString('hex')}`;
-  await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id: runId, task: 'fan-out', budgetCap: 1 },
-  });
-  const append = (payload: unknown) =>
+  const prefix = `bench-${randomBytes(4).toString('hex')}`;
+  const runIds = Array.from({ length: runs }, (_, r) => `${prefix}-${r}`);
+  for (const id of runIds) {
+    await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
+      input: { id, task: 'fan-out', budgetCap: 1 },
+    });
+  }
+  const append = (runId: string, payload: unknown) =>
     gql('mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }', {
       input: { runId, type: 'step', payload },
     });
@@ -56,7 +70,7 @@ export async function fanOut(server: ServerProcess, subscribers: number, eventsP
       return subscribe(
         server.url,
         SUBSCRIPTION,
-        { runId },
+        { runId: runIds[i % runs] },
         (data) => {
           const event = data.runEvents as { seq: number; payload: { sentAt?: number } | null };
           if (event.seq !== (lastSeq[i] as number) + 1) broken++;
@@ -69,7 +83,7 @@ export async function fanOut(server: ServerProcess, subscribers: number, eventsP
     sockets.push(...(await Promise.all(wave)));
   }
   // Every subscription is live once each has the first event.
-  await append({ warm: true });
+  await Promise.all(runIds.map((runId) => append(runId, { warm: true })));
   await until(() => lastSeq.every((seq) => seq >= 1), 60_000, 'every subscriber to get the first event');
   const connectSeconds = (performance.now() - connecting) / 1000;
 
@@ -86,11 +100,14 @@ export async function fanOut(server: ServerProcess, subscribers: number, eventsP
     const due = started + (n * 1000) / eventsPerSecond;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    sends.push(append({ sentAt: performance.now() }));
+    sends.push(append(runIds[n % runs] as string, { sentAt: performance.now() }));
   }
   await Promise.all(sends);
-  const last = events + 1;
-  await until(() => lastSeq.every((seq) => seq >= last), 60_000, `every subscriber to get seq ${last}`).catch(() => undefined);
+  /** The last seq of subscriber i's run: the warm-up event and that run's share of the events. */
+  const last = (i: number) => 1 + Math.floor(events / runs) + (i % runs < events % runs ? 1 : 0);
+  await until(() => lastSeq.every((seq, i) => seq >= last(i)), 60_000, "every subscriber to get its run's last event").catch(
+    () => undefined,
+  );
   const serverCores = (server.cpuSeconds() - cpuBefore) / ((performance.now() - started) / 1000);
   clearInterval(sampler);
   rssPeakMiB = Math.max(rssPeakMiB, server.rssMiB());
@@ -98,11 +115,12 @@ export async function fanOut(server: ServerProcess, subscribers: number, eventsP
   if (errors.length > 0) console.error(`fan-out: ${errors.length} subscriber errors, first: ${String(errors[0])}`);
   return {
     subscribers,
+    runs,
     eventsPerSecond,
     events,
     delivered: latencies.length,
     expected: subscribers * events,
-    incomplete: broken + lastSeq.filter((seq) => seq !== last).length,
+    incomplete: broken + lastSeq.filter((seq, i) => seq !== last(i)).length,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     max: percentile(latencies, 100),

@@ -13,7 +13,7 @@ import { contendedAppends } from './contention.ts';
 import { endurance } from './endurance.ts';
 import { enduranceRows } from './endurance-rows.ts';
 import { engineCost } from './engine-cost.ts';
-import { fanOut } from './fan-out.ts';
+import { fanOutSection } from './fan-out-section.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
 import { replicasSection } from './replicas.ts';
@@ -21,7 +21,6 @@ import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
 import { ms, percentile, ratio } from './stats.ts';
 import { subscriptionLatency } from './subscription-latency.ts';
-import { wsFloor } from './ws-floor.ts';
 
 /** The stream poller's pace (src/streams/poller.ts defaults). */
 const POLL_MIN_MS = 200;
@@ -142,7 +141,11 @@ async function main() {
   if (wanted('client')) await clientSection(rows, results);
   if (wanted('console')) await consoleSection(rows, results);
   if (wanted('contention')) await contendedSection(rows, results);
-  if (wanted('fan-out')) await fanOutSection(rows, results);
+  if (wanted('fan-out')) {
+    const fan = await fanOutSection(step);
+    rows.push(...fan.rows);
+    results.fanOut = fan.results;
+  }
   if (wanted('slow-readers')) await slowReadersSection(rows, results);
   if (wanted('replicas')) {
     const replicas = await replicasSection(step);
@@ -238,31 +241,6 @@ async function contendedSection(rows: Row[], results: Results) {
     await Promise.all([on.stop(), off.stop()]);
   }
   results.contention = contention;
-}
-
-async function fanOutSection(rows: Row[], results: Results) {
-  step('fan-out: 1,000 WebSocket subscribers, 50 events/s');
-  const fan = await withServer({}, (server) => fanOut(server, 1000, 50, 10));
-  const floor = await wsFloor(1000, 50, 10);
-  results.fanOut = { ...fan, bareWs: floor };
-  rows.push([
-    'fan-out, 1,000 subscribers x 50 events/s: delivery p50 / p99',
-    `${ms(fan.p50)} / ${ms(fan.p99)}; ${fan.delivered}/${fan.expected} delivered${fan.incomplete ? `, ${fan.incomplete} subscribers incomplete` : ''}`,
-    `bare ws broadcast: ${ms(floor.p50)} / ${ms(floor.p99)} (target p99 < 250 ms)`,
-    `${ratio(fan.p99 / 250)} of target`,
-  ]);
-  rows.push([
-    'fan-out: server CPU while events flow',
-    `${fan.serverCores.toFixed(2)} cores`,
-    `bare ws broadcast: ${floor.serverCores.toFixed(2)} cores`,
-    ratio(fan.serverCores / floor.serverCores),
-  ]);
-  rows.push([
-    'fan-out: server RSS',
-    `${fan.rssPeakMiB.toFixed(0)} MiB with 1,000 subscribers`,
-    `idle: ${fan.rssIdleMiB.toFixed(0)} MiB`,
-    `+${((fan.rssPeakMiB - fan.rssIdleMiB) / 1000).toFixed(3)} MiB/subscriber`,
-  ]);
 }
 
 async function slowReadersSection(rows: Row[], results: Results) {

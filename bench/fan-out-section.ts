@@ -1,0 +1,75 @@
+/** The fan-out rows: many subscribers on one run, the same spread over 100 runs, and idle subscribers by the ten thousand. */
+import { fanOut } from './fan-out.ts';
+import { idleSubscribers } from './idle-subscribers.ts';
+import { type ServerProcess, startServerProcess } from './server.ts';
+import { ms, ratio } from './stats.ts';
+import { wsFloor } from './ws-floor.ts';
+
+type Row = [benchmark: string, result: string, baseline: string, ratio: string];
+
+/** Issue targets: delivery p99 and memory per idle subscriber. */
+const P99_TARGET_MS = 100;
+const KIB_PER_SUBSCRIBER_TARGET = 64;
+
+async function withServer<T>(run: (server: ServerProcess) => Promise<T>) {
+  const server = await startServerProcess();
+  try {
+    return await run(server);
+  } finally {
+    await server.stop();
+  }
+}
+
+const delivered = (fan: Awaited<ReturnType<typeof fanOut>>) =>
+  `${fan.delivered}/${fan.expected} delivered${fan.incomplete ? `, ${fan.incomplete} subscribers incomplete` : ''}`;
+
+export async function fanOutSection(step: (what: string) => void) {
+  const rows: Row[] = [];
+  step('fan-out: 1,000 WebSocket subscribers, 50 events/s, on one run and over 100 runs');
+  const fan = await withServer((server) => fanOut(server, 1000, 50, 10));
+  const spread = await withServer((server) => fanOut(server, 1000, 50, 10, 100));
+  const floor = await wsFloor(1000, 50, 10);
+  step('fan-out: 10,000 idle WebSocket subscribers over 100 runs');
+  const idle = await withServer((server) => idleSubscribers(server, 10_000, 100));
+  const kibPerSubscriber = ((idle.rssMiB - idle.rssIdleMiB) * 1024) / idle.subscribers;
+  const heapKibPerSubscriber = ((idle.heapMiB - idle.heapIdleMiB) * 1024) / idle.subscribers;
+  rows.push(
+    [
+      'fan-out, 1,000 subscribers x 50 events/s, one run: delivery p50 / p99',
+      `${ms(fan.p50)} / ${ms(fan.p99)}; ${delivered(fan)}`,
+      `bare ws broadcast: ${ms(floor.p50)} / ${ms(floor.p99)} (target p99 <= ${P99_TARGET_MS} ms)`,
+      `${ratio(fan.p99 / P99_TARGET_MS)} of target`,
+    ],
+    [
+      'fan-out, 1,000 subscribers over 100 runs x 50 events/s: delivery p50 / p99',
+      `${ms(spread.p50)} / ${ms(spread.p99)}; ${delivered(spread)}`,
+      `one run, above: ${ms(fan.p50)} / ${ms(fan.p99)}`,
+      ratio(spread.p99 / fan.p99),
+    ],
+    [
+      'fan-out: server CPU while events flow (one run / 100 runs)',
+      `${fan.serverCores.toFixed(2)} / ${spread.serverCores.toFixed(2)} cores`,
+      `bare ws broadcast: ${floor.serverCores.toFixed(2)} cores (target <= 1.25x)`,
+      `${ratio(fan.serverCores / floor.serverCores)} / ${ratio(spread.serverCores / floor.serverCores)}`,
+    ],
+    [
+      'fan-out: server RSS',
+      `${fan.rssPeakMiB.toFixed(0)} MiB with 1,000 subscribers`,
+      `idle: ${fan.rssIdleMiB.toFixed(0)} MiB`,
+      `+${((fan.rssPeakMiB - fan.rssIdleMiB) / 1000).toFixed(3)} MiB/subscriber`,
+    ],
+    [
+      '10,000 idle subscribers over 100 runs: memory per subscriber (RSS; heap)',
+      `${kibPerSubscriber.toFixed(1)} KiB; ${heapKibPerSubscriber.toFixed(1)} KiB`,
+      `target ${KIB_PER_SUBSCRIBER_TARGET} KiB (server idle: ${idle.rssIdleMiB.toFixed(0)} MiB, with them: ${idle.rssMiB.toFixed(0)} MiB)`,
+      `${ratio(kibPerSubscriber / KIB_PER_SUBSCRIBER_TARGET)} of target`,
+    ],
+    [
+      '10,000 idle subscribers: time to connect and subscribe all',
+      `${idle.connectSeconds.toFixed(1)} s`,
+      `bare ws connects to a bare ws server: ${idle.bareConnectSeconds.toFixed(1)} s`,
+      ratio(idle.connectSeconds / idle.bareConnectSeconds),
+    ],
+  );
+  return { rows, results: { oneRun: fan, hundredRuns: spread, bareWs: floor, idle } };
+}
