@@ -4,14 +4,14 @@
  * runs hot; a page queries every shard and merges them. The cursor holds each shard's position.
  * The index is eventually consistent: a unit leased a moment ago may show a moment later.
  */
-import { InvalidInput } from '../../domain/errors.ts';
 import type { Lease } from '../../domain/run.ts';
 import { attr, type Item, toLease } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
-import { keys, RUN_LIST_SHARDS } from '../../table/keys.ts';
+import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
 import { queryPages } from '../query-pages.ts';
+import { decodePositions, encodePositions, type ShardPositions, startPositions } from '../shard-cursor.ts';
 
 export interface ListLeases {
   tenant: string;
@@ -24,25 +24,6 @@ export interface ListLeases {
 export interface LeasePage {
   leases: { lease: Lease; cursor: string }[];
   hasNextPage: boolean;
-}
-
-/** Per shard: the last unit id handed out ('' for none yet; null when the shard is done). */
-type Positions = (string | null)[];
-
-const encode = (positions: Positions) => Buffer.from(JSON.stringify(positions)).toString('base64url');
-
-/** @throws InvalidInput for a cursor this listing did not hand out */
-function decode(cursor: string | undefined): Positions | undefined {
-  if (cursor === undefined) return undefined;
-  try {
-    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-    const valid =
-      Array.isArray(positions) &&
-      positions.length === RUN_LIST_SHARDS &&
-      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 200));
-    if (valid) return positions;
-  } catch {}
-  throw new InvalidInput('after', 'not a cursor of this connection');
 }
 
 /** Up to `limit` units of one shard after `from`, by id; also whether the shard has more. */
@@ -81,10 +62,10 @@ async function shardPage({ doc, tableName, now }: StoreDeps, { tenant, held }: L
 type ShardPage = Awaited<ReturnType<typeof shardPage>>;
 
 /** Merges the shards' pages by unit id, up to `first`; each unit handed out moves its shard's position past it. */
-function merge(shards: (ShardPage | undefined)[], positions: Positions, first: number): LeasePage {
+function merge(shards: (ShardPage | undefined)[], positions: ShardPositions, first: number): LeasePage {
   const heads = shards.map(() => 0);
   const current = [...positions];
-  const out: { lease: Lease; cursor: Positions }[] = [];
+  const out: { lease: Lease; cursor: ShardPositions }[] = [];
   while (out.length < first) {
     let best = -1;
     let bestKey = '';
@@ -110,14 +91,17 @@ function merge(shards: (ShardPage | undefined)[], positions: Positions, first: n
   });
   const last = out.at(-1);
   if (last) last.cursor = final;
-  return { leases: out.map(({ lease, cursor }) => ({ lease, cursor: encode(cursor) })), hasNextPage: final.some((p) => p !== null) };
+  return {
+    leases: out.map(({ lease, cursor }) => ({ lease, cursor: encodePositions(cursor) })),
+    hasNextPage: final.some((p) => p !== null),
+  };
 }
 
 export function createLeaseListing(deps: StoreDeps) {
   return {
     /** @throws InvalidInput for an `after` this listing did not hand out */
     async list(query: ListLeases): Promise<LeasePage> {
-      const positions = decode(query.after) ?? Array.from({ length: RUN_LIST_SHARDS }, (): string | null => '');
+      const positions = decodePositions(query.after, 200) ?? startPositions();
       const shards = await Promise.all(
         positions.map((from, shard) => (from === null ? undefined : shardPage(deps, query, shard, from, query.first))),
       );

@@ -4,14 +4,14 @@
  * queries every shard and merges them. The cursor holds each shard's position.
  * GSIs are eventually consistent: a run created a moment ago may be missing for a moment.
  */
-import { InvalidInput } from '../../domain/errors.ts';
 import type { Run, RunStatus } from '../../domain/run.ts';
 import { type Item, toRun } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
-import { keys, RUN_LIST_SHARDS } from '../../table/keys.ts';
+import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
 import { queryPages } from '../query-pages.ts';
+import { decodePositions, encodePositions, type ShardPositions, startPositions } from '../shard-cursor.ts';
 
 export interface ListRuns {
   tenant: string;
@@ -21,28 +21,9 @@ export interface ListRuns {
   after?: string;
 }
 
-/** Per shard: the sort key of the last run handed out ('' for none yet; null when the shard is done). */
-type ListCursor = (string | null)[];
-
 export interface RunPage {
   runs: { run: Run; cursor: string }[];
   hasNextPage: boolean;
-}
-
-const encodeCursor = (positions: ListCursor) => Buffer.from(JSON.stringify(positions)).toString('base64url');
-
-/** @throws InvalidInput for a cursor this listing did not hand out */
-function decodeCursor(cursor: string | undefined): ListCursor | undefined {
-  if (cursor === undefined) return undefined;
-  try {
-    const positions = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-    const valid =
-      Array.isArray(positions) &&
-      positions.length === RUN_LIST_SHARDS &&
-      positions.every((p) => p === null || (typeof p === 'string' && p.length <= 300));
-    if (valid) return positions;
-  } catch {}
-  throw new InvalidInput('after', 'not a cursor of this connection');
 }
 
 type ShardPage = Awaited<ReturnType<typeof shardPage>>;
@@ -76,10 +57,10 @@ async function shardPage({ doc, tableName, now }: StoreDeps, { tenant, status }:
 }
 
 /** Merges the shards' pages newest first, up to `first` runs; each run handed out moves its shard's position past it. */
-function merge(shards: (ShardPage | undefined)[], positions: ListCursor, first: number): RunPage {
+function merge(shards: (ShardPage | undefined)[], positions: ShardPositions, first: number): RunPage {
   const heads = shards.map(() => 0);
   const current = [...positions];
-  const runs: { run: Run; cursor: ListCursor }[] = [];
+  const runs: { run: Run; cursor: ShardPositions }[] = [];
   while (runs.length < first) {
     let best = -1;
     let bestKey = '';
@@ -106,7 +87,7 @@ function merge(shards: (ShardPage | undefined)[], positions: ListCursor, first: 
   const last = runs.at(-1);
   if (last) last.cursor = finalPositions;
   return {
-    runs: runs.map(({ run, cursor }) => ({ run, cursor: encodeCursor(cursor) })),
+    runs: runs.map(({ run, cursor }) => ({ run, cursor: encodePositions(cursor) })),
     hasNextPage: finalPositions.some((position) => position !== null),
   };
 }
@@ -115,7 +96,7 @@ export function createRunListing(deps: StoreDeps) {
   return {
     /** @throws InvalidInput for an `after` this listing did not hand out */
     async list(query: ListRuns): Promise<RunPage> {
-      const positions: ListCursor = decodeCursor(query.after) ?? Array.from({ length: RUN_LIST_SHARDS }, () => '');
+      const positions: ShardPositions = decodePositions(query.after, 300) ?? startPositions();
       const shards = await Promise.all(
         positions.map((from, shard) => (from === null ? undefined : shardPage(deps, query, shard, from, query.first))),
       );
