@@ -4,6 +4,8 @@ import { consoleLogger } from './lib/logger.ts';
 import { startServer } from './server.ts';
 
 async function main() {
+  // Whoever read our output may go away (a closed pipe): a log line must not take the server down.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
   const config = loadConfig(process.env);
   // The SDK warns that its releases after January 2027 need Node 22; ours are pinned, so it does not apply yet.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';

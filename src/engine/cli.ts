@@ -4,6 +4,8 @@ import { type EngineOptions, startEngine } from './index.ts';
 import { serveRemoteControl } from './remote-control.ts';
 
 async function main() {
+  // Whoever read our output may go away (a closed pipe): a log line must not take the engine down.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
   let options: EngineOptions | 'help';
   try {
     options = parseEngineArgs(process.argv.slice(2));

@@ -59,6 +59,20 @@ test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data 
   }
 });
 
+test('a server whose output nobody reads any more stops cleanly, not with EPIPE', async () => {
+  const orphan = startMain({ RUNPLANE_IN_MEMORY: 'true', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' });
+  try {
+    await waitFor(() => /Runplane is up: (http:\S+)/.test(orphan.output()), { timeoutMs: 30_000, what: 'the server to start' });
+    // The reader goes away, as a parent that exited would: the next log line meets a closed pipe.
+    orphan.child.stdout?.destroy();
+    orphan.child.stderr?.destroy();
+    orphan.child.kill('SIGTERM');
+    expect(await orphan.exited).toBe(0);
+  } finally {
+    orphan.child.kill('SIGKILL');
+  }
+});
+
 test('a bad setting is refused at start with a message naming it', async () => {
   const bad = start({ PORT: 'eighty' });
   expect(await bad.exited).toBe(1);
