@@ -7,6 +7,9 @@ export interface RedisProcess {
   kill(): Promise<void>;
   /** Starts an empty one on the same port. */
   start(): Promise<void>;
+  /** SIGSTOP / SIGCONT: it holds every connection open and answers nothing meanwhile. */
+  pause(): void;
+  resume(): void;
 }
 
 export async function startRedisProcess(port: number): Promise<RedisProcess> {
@@ -38,10 +41,14 @@ export async function startRedisProcess(port: number): Promise<RedisProcess> {
   return {
     url: `redis://127.0.0.1:${port}`,
     async kill() {
+      // A paused process is killed all the same; SIGCONT first so it goes at once.
+      child?.kill('SIGCONT');
       child?.kill('SIGKILL');
       await exited;
       child = undefined;
     },
     start,
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
   };
 }

@@ -4,9 +4,9 @@
  * the tests that need one skip with the reason printed, unless RUNPLANE_REQUIRE_REDIS (set by
  * .ci/run) demands it.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { startRedisProcess } from '../../chaos/redis.ts';
 import { freePort } from './ports.ts';
-import { waitFor } from './wait.ts';
 
 const found = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
 const available = found.status === 0;
@@ -32,38 +32,6 @@ export interface TestRedis {
 
 export async function startRedis(): Promise<TestRedis> {
   const port = await freePort();
-  let child: ChildProcess | undefined;
-  let exited: Promise<unknown> = Promise.resolve();
-  const start = async () => {
-    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = proc;
-    let output = '';
-    proc.stdout?.on('data', (chunk) => {
-      output += chunk;
-    });
-    exited = new Promise((resolve) => proc.on('exit', resolve));
-    await waitFor(() => /Ready to accept connections/.test(output) || proc.exitCode !== null, {
-      timeoutMs: 15_000,
-      what: 'redis-server to start',
-    });
-    if (proc.exitCode !== null) throw new Error(`redis-server exited: ${output}`);
-  };
-  const kill = async () => {
-    child?.kill('SIGCONT');
-    child?.kill('SIGKILL');
-    await exited;
-    child = undefined;
-  };
-  await start();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    port,
-    kill,
-    start,
-    pause: () => child?.kill('SIGSTOP'),
-    resume: () => child?.kill('SIGCONT'),
-    [Symbol.asyncDispose]: kill,
-  };
+  const redis = await startRedisProcess(port);
+  return { ...redis, port, [Symbol.asyncDispose]: redis.kill };
 }
