@@ -3,9 +3,9 @@ import { IdempotencyConflict, LeaseHeld, LeaseLost } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
 import type { Lease } from '../domain/run.ts';
 import { builder } from './builder.ts';
-import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner } from './inputs.ts';
+import { listingConnection, listingPageSize } from './listing.ts';
 
 export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
   description: 'Who holds a unit of work, until when. Pass `token` to the resource you act on: it rejects smaller ones.',
@@ -48,20 +48,10 @@ builder.queryField('leases', (t) =>
       after: t.arg.string(),
     },
     resolve: async (_, args, { tenant, stores, limits }) => {
-      const first = args.first ?? DEFAULT_PAGE_SIZE;
-      if (first < 0 || first > limits.maxPageSize)
-        throw badInput(`first: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
+      const first = listingPageSize(args.first, limits.maxPageSize);
       const page = await stores.leaseList.list({ tenant, held: args.held ?? undefined, first, after: args.after ?? undefined });
       const edges = page.leases.map(({ lease, cursor }) => ({ cursor, node: lease }));
-      return {
-        edges,
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: edges[0]?.cursor ?? null,
-          endCursor: edges.at(-1)?.cursor ?? null,
-        },
-      };
+      return listingConnection(edges, page.hasNextPage, args.after);
     },
   }),
 );

@@ -5,11 +5,11 @@ import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
 import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
-import { badInput } from './error-codes.ts';
 import { EventConnection } from './event.ts';
 import { eventPage } from './event-page.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, id, text } from './inputs.ts';
+import { listingConnection, listingPageSize } from './listing.ts';
 import { firstEventsWanted } from './prefetch.ts';
 import { RunStatusEnum } from './run-status.ts';
 
@@ -173,20 +173,10 @@ builder.queryField('runs', (t) =>
       after: t.arg.string(),
     },
     resolve: async (_, args, { tenant, stores, limits }) => {
-      const first = args.first ?? DEFAULT_PAGE_SIZE;
-      if (first < 0 || first > limits.maxPageSize)
-        throw badInput(`first: must be from 0 to ${limits.maxPageSize} (RUNPLANE_MAX_PAGE_SIZE)`);
+      const first = listingPageSize(args.first, limits.maxPageSize);
       const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: args.after ?? undefined });
       const edges = page.runs.map(({ run, cursor }) => ({ cursor, node: { run, consistent: false } }));
-      return {
-        edges,
-        pageInfo: {
-          hasNextPage: page.hasNextPage,
-          hasPreviousPage: args.after != null,
-          startCursor: edges[0]?.cursor ?? null,
-          endCursor: edges.at(-1)?.cursor ?? null,
-        },
-      };
+      return listingConnection(edges, page.hasNextPage, args.after);
     },
   }),
 );
