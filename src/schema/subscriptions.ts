@@ -1,12 +1,26 @@
 import { z } from 'zod';
 import { RunNotFound } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
+import type { DeliveredEvent, Lease } from '../domain/run.ts';
+import type { RunState } from '../streams/state-feeds.ts';
 import { builder } from './builder.ts';
 import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
 import { LeaseRef } from './lease.ts';
 import { RunRef } from './run.ts';
 import { RunStatusEnum } from './run-status.ts';
+
+/**
+ * What each subscription makes of one event it was fed. They read only the event: its
+ * arguments were validated once, when it subscribed (see index.ts).
+ */
+export const eventResolvers = {
+  runEvents: (event: DeliveredEvent) => event,
+  runChanged: (state: RunState) => ({ run: state.run, budget: state.budget, consistent: true }),
+  leaseChanged: (lease: Lease) => lease,
+  runsChanged: (change: RunState) => ({ run: change.run, budget: change.budget, consistent: true }),
+  leasesChanged: (lease: Lease) => lease,
+};
 
 builder.subscriptionType({
   description:
@@ -29,7 +43,7 @@ builder.subscriptionField('runEvents', (t) =>
       const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
       return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, budget: connection.budget });
     },
-    resolve: (event) => event,
+    resolve: eventResolvers.runEvents,
   }),
 );
 
@@ -49,7 +63,7 @@ builder.subscriptionField('runChanged', (t) =>
         seen: seen ? { run: Number(seen[1]), budget: Number(seen[2]) } : undefined,
       });
     },
-    resolve: (state) => ({ run: state.run, budget: state.budget, consistent: true }),
+    resolve: eventResolvers.runChanged,
   }),
 );
 
@@ -60,7 +74,7 @@ builder.subscriptionField('leaseChanged', (t) =>
     args: { unitId: t.arg.id({ required: true, validate: id }) },
     subscribe: (_, { unitId }, { tenant, live, connection }) =>
       live.leaseChanged({ tenant, unitId, budget: connection.budget, seen: resumedSeq(connection.lastEventId) }),
-    resolve: (lease) => lease,
+    resolve: eventResolvers.leaseChanged,
   }),
 );
 
@@ -72,7 +86,7 @@ builder.subscriptionField('runsChanged', (t) =>
     args: { status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status after the change.' }) },
     subscribe: (_, { status }, { tenant, live, connection }) =>
       live.runsChanged({ tenant, status: status ?? undefined, budget: connection.budget }),
-    resolve: (change) => ({ run: change.run, budget: change.budget, consistent: true }),
+    resolve: eventResolvers.runsChanged,
   }),
 );
 
@@ -82,7 +96,7 @@ builder.subscriptionField('leasesChanged', (t) =>
     description:
       'Every lease of the tenant, each time it is acquired, renewed or released, by any writer: its new state. Compare version: larger is newer. No current state first: list with `leases`. A subscriber that stops reading while more than 1000 units change gets a LIMIT_EXCEEDED error ending the stream.',
     subscribe: (_, __, { tenant, live, connection }) => live.leasesChanged({ tenant, budget: connection.budget }),
-    resolve: (lease) => lease,
+    resolve: eventResolvers.leasesChanged,
   }),
 );
 

@@ -132,6 +132,18 @@ describe('runEvents over graphql-ws', () => {
   test('bad arguments are refused like over HTTP', async () => {
     const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId: 'a#b' }, 'runEvents');
     await expect(sub.until(1)).rejects.toThrow(/runId/);
+    // Validated once, when subscribing (not again per event): still before anything is read.
+    const runId = await newRun(api);
+    const tooMany = subscribeWs<Ev>(
+      ws,
+      RUN_EVENTS,
+      { runId, afterSeq: 0, types: Array.from({ length: 21 }, (_, i) => `t${i}`) },
+      'runEvents',
+    );
+    await expect(tooMany.until(1)).rejects.toThrow(/types: at most 20 types/);
+    expect(tooMany.errors[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });
+    const negative = subscribeSse<Ev>(api.url, RUN_EVENTS, { runId, afterSeq: -1 }, 'runEvents');
+    await expect(negative.until(1)).rejects.toThrow(/afterSeq/);
   });
 
   test('a second replica on the same table: its appends reach this replica only through the stream', async () => {
