@@ -25,8 +25,8 @@ export interface SlowReadersResult {
   p99: number;
   rssIdleMiB: number;
   rssPeakMiB: number;
-  /** Whether every stalled subscriber, reading again, got every event in order. */
-  stalledCaughtUp: boolean;
+  /** Whether every stalled subscriber, reading again, got every event in order (and if not, how not). */
+  stalledCaughtUp: true | string;
 }
 
 const SUBSCRIPTION = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
@@ -130,8 +130,11 @@ export async function slowReaders(
     120_000,
     'the stalled readers to catch up',
   )
-    .then(() => readers.slice(0, stalled).every((r) => r.inOrder))
-    .catch(() => false);
+    .then(() => readers.slice(0, stalled).every((r) => r.inOrder) || ('out of order' as const))
+    .catch(() => {
+      const behind = readers.slice(0, stalled).filter((r) => r.lastSeq < last);
+      return `timed out: ${behind.length} behind, the furthest at seq ${Math.min(...behind.map((r) => r.lastSeq))} of ${last}`;
+    });
   for (const reader of readers) reader.socket.close();
   return {
     subscribers,

@@ -126,7 +126,8 @@ export const scenarios: Scenario[] = [
     name: 'stalled-readers',
     what: 'subscribers stop reading their socket for seconds at a time while large events flow, then read on',
     // A small send buffer: the stalled readers' feeds fall back to the table within a stall.
-    serverEnv: { RUNPLANE_SEND_BUFFER_BYTES: '262144' },
+    // Pings far apart: a stall of up to 11.5 s must stay a stall, not become a cut connection.
+    serverEnv: { RUNPLANE_SEND_BUFFER_BYTES: '262144', RUNPLANE_WS_PING_SECONDS: '120' },
     stalledReaders: { readers: 2, copies: 20, padBytes: 24 * 1024 },
     async fault(_cluster, ms) {
       await sleep(ms);

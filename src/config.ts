@@ -98,6 +98,7 @@ const env = z.object({
   RUNPLANE_REQUEST_TIMEOUT_SECONDS: whole(1, 3600).default(10),
   RUNPLANE_KEEP_ALIVE_SECONDS: whole(1, 3600).default(5),
   RUNPLANE_CONNECTION_INIT_SECONDS: whole(1, 3600).default(3),
+  RUNPLANE_WS_PING_SECONDS: whole(1, 3600).default(12),
   RUNPLANE_GAP_WAIT_SECONDS: whole(1, 86_400).default(30),
   RUNPLANE_REDIS_URL: z
     .string()
@@ -209,6 +210,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       requestTimeoutMs: e.RUNPLANE_REQUEST_TIMEOUT_SECONDS * 1000,
       keepAliveTimeoutMs: e.RUNPLANE_KEEP_ALIVE_SECONDS * 1000,
       connectionInitTimeoutMs: e.RUNPLANE_CONNECTION_INIT_SECONDS * 1000,
+      pingIntervalMs: e.RUNPLANE_WS_PING_SECONDS * 1000,
     },
     gapWaitMs: e.RUNPLANE_GAP_WAIT_SECONDS * 1000,
     retention: {

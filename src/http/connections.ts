@@ -25,6 +25,11 @@ export interface ConnectionLimits {
   readonly keepAliveTimeoutMs: number;
   /** A WebSocket must send connection_init within this. */
   readonly connectionInitTimeoutMs: number;
+  /**
+   * A WebSocket is pinged this often and cut if it has not answered by the next ping: a peer
+   * gone, or one that has read nothing for that long (its pong waits behind unread frames).
+   */
+  readonly pingIntervalMs: number;
 }
 
 export function guardConnections(server: Server, limits: ConnectionLimits) {

@@ -152,6 +152,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       },
     },
     webSockets,
+    deps.connections.pingIntervalMs,
   );
 
   return {

@@ -50,6 +50,8 @@ beforeAll(async () => {
     RUNPLANE_MAX_CONNECTIONS_PER_ADDRESS: '200',
     RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION: '200',
     RUNPLANE_SUBSCRIBE_RATE: '1000',
+    // However long a slow machine takes to fill the buffers, the unread socket stays a stall, not a cut one (keepalive.test.ts).
+    RUNPLANE_WS_PING_SECONDS: '600',
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     NODE_OPTIONS: `--max-old-space-size=${HEAP_CAP_MB}`,
   });

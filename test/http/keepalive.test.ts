@@ -1,0 +1,47 @@
+/**
+ * WebSocket keepalive: the server pings every socket and cuts one that has not answered by
+ * the next ping, freeing its subscriptions. A peer that vanished without a FIN and a reader
+ * that stopped reading look the same from here (the pong waits behind unread frames).
+ */
+import { beforeAll, describe, expect, test } from 'vitest';
+import { rawSocket } from '../support/raw-ws.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '1' });
+  await api.gql('mutation { createRun(input: { id: "kept", task: "keepalive", budgetCap: 1 }) { __typename } }');
+});
+
+async function subscriptionsOpen() {
+  const text = await (await fetch(new URL('/metrics', api.url))).text();
+  return Number(/^runplane_subscriptions_open (\S+)$/m.exec(text)?.[1]);
+}
+
+const SUBSCRIPTION = 'subscription { runEvents(runId: "kept") { seq } }';
+
+describe('WebSocket keepalive', () => {
+  test('a socket that stops reading is cut (1006) once a ping goes unanswered, and its subscription freed; one that reads stays', async () => {
+    const reader = await rawSocket(api.url);
+    let pings = 0;
+    reader.socket.on('ping', () => pings++);
+    reader.subscribe('r', SUBSCRIPTION);
+    const staller = await rawSocket(api.url);
+    staller.subscribe('s', SUBSCRIPTION);
+    await waitFor(async () => (await subscriptionsOpen()) === 2, { timeoutMs: 30_000, what: 'both subscriptions' });
+
+    staller.pause();
+    await waitFor(async () => (await subscriptionsOpen()) === 1, { timeoutMs: 60_000, what: "the staller's subscription to be freed" });
+    staller.resume();
+    expect((await staller.closed).code).toBe(1006);
+
+    // The reader answered every ping: still open and served, several pings later.
+    await waitFor(() => pings >= 3, { timeoutMs: 60_000, what: 'three pings to the reader' });
+    expect(reader.socket.readyState).toBe(reader.socket.OPEN);
+    await api.gql('mutation { appendEvent(input: { runId: "kept", type: "t" }) { __typename } }');
+    await reader.until((frames) => frames.some((f) => f.type === 'next' && f.seq === 1), 'the event on the reader', 30_000);
+    expect(await subscriptionsOpen()).toBe(1);
+    reader.close();
+  }, 120_000);
+});
