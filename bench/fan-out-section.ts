@@ -28,6 +28,8 @@ export async function fanOutSection(step: (what: string) => void) {
   step('fan-out: 1,000 WebSocket subscribers, 50 events/s, on one run and over 100 runs');
   const fan = await withServer((server) => fanOut(server, 1000, 50, 10));
   const spread = await withServer((server) => fanOut(server, 1000, 50, 10, 100));
+  // The bare broadcast writes nothing to a table: the same appends with one subscriber show what they cost alone.
+  const lone = await withServer((server) => fanOut(server, 1, 50, 10));
   const floor = await wsFloor(1000, 50, 10);
   step('fan-out: 10,000 idle WebSocket subscribers over 100 runs');
   const idle = await withServer((server) => idleSubscribers(server, 10_000, 100));
@@ -53,6 +55,12 @@ export async function fanOutSection(step: (what: string) => void) {
       `${ratio(fan.serverCores / floor.serverCores)} / ${ratio(spread.serverCores / floor.serverCores)}`,
     ],
     [
+      "fan-out's own CPU: 1,000 subscribers less one, the same 50 appends/s",
+      `${(fan.serverCores - lone.serverCores).toFixed(2)} cores (one subscriber: ${lone.serverCores.toFixed(2)})`,
+      `bare ws broadcast: ${floor.serverCores.toFixed(2)} cores`,
+      ratio((fan.serverCores - lone.serverCores) / floor.serverCores),
+    ],
+    [
       'fan-out: server RSS',
       `${fan.rssPeakMiB.toFixed(0)} MiB with 1,000 subscribers`,
       `idle: ${fan.rssIdleMiB.toFixed(0)} MiB`,
@@ -71,5 +79,5 @@ export async function fanOutSection(step: (what: string) => void) {
       ratio(idle.connectSeconds / idle.bareConnectSeconds),
     ],
   );
-  return { rows, results: { oneRun: fan, hundredRuns: spread, bareWs: floor, idle } };
+  return { rows, results: { oneRun: fan, hundredRuns: spread, oneSubscriber: lone, bareWs: floor, idle } };
 }

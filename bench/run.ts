@@ -30,6 +30,7 @@ const CONTENTION_MS = 3000;
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];
 
 const perSecond = (n: number) => `${Math.round(n)}/s`;
+const signed = (n: number) => `${n < 0 ? '' : '+'}${n.toFixed(2)}`;
 const step = (what: string) => {
   process.stderr.write(`bench: ${what}\n`);
 };
@@ -271,7 +272,7 @@ async function slowReadersSection(rows: Row[], results: Results) {
       `slow readers, 1,000 x ${eventsPerSecond} events/s of 16 KB: server RSS growth`,
       `${growth(some).toFixed(0)} MiB with 100 stalled`,
       `all reading: ${growth(all).toFixed(0)} MiB`,
-      `+${((growth(some) - growth(all)) / 100).toFixed(2)} MiB per stalled reader`,
+      `${signed((growth(some) - growth(all)) / 100)} MiB per stalled reader`,
     ]);
   }
   results.slowReaders = measured;
