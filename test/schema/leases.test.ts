@@ -66,7 +66,7 @@ describe.each([
   test('an expired lease is reclaimed by another worker with a larger token', async () => {
     const unitId = uniqueName('unit');
     const first = await acquire(unitId, 'worker-a', 1);
-    await waitFor(async () => (await lease(unitId)) === null, { timeoutMs: 5_000, what: 'the lease to expire' });
+    await waitFor(async () => (await lease(unitId)) === null, { timeoutMs: 30_000, what: 'the lease to expire' });
     const reclaimed = await acquire(unitId, 'worker-b');
     expect(reclaimed).toMatchObject({ __typename: 'Lease', owner: 'worker-b' });
     expect(reclaimed.token).toBeGreaterThan(first.token);

@@ -61,7 +61,7 @@ export async function rawSocket(
     // ws's own pause: its receiver would otherwise resume the socket when it drains.
     pause: () => socket.pause(),
     resume: () => socket.resume(),
-    until: (test, what, timeoutMs = 10_000) => waitFor(() => test(frames), { timeoutMs, what }),
+    until: (test, what, timeoutMs = 30_000) => waitFor(() => test(frames), { timeoutMs, what }),
     close: () => socket.close(),
   };
   if (init) {

@@ -35,7 +35,7 @@ function collector<T>(stop: () => void): Collected<T> {
     errors: [],
     completed: false,
     completeReceived: false,
-    async until(count, timeoutMs = 10_000) {
+    async until(count, timeoutMs = 30_000) {
       await waitFor(() => collected.items.length >= count || collected.errors.length > 0, {
         timeoutMs,
         what: `${count} items (have ${collected.items.length})`,

@@ -1,7 +1,7 @@
 /** Waits until `condition` returns true (polling), or fails after the deadline with what it waited for. */
 export async function waitFor(
   condition: () => boolean | Promise<boolean>,
-  { timeoutMs = 5_000, intervalMs = 10, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  { timeoutMs = 30_000, intervalMs = 10, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
