@@ -57,6 +57,10 @@ export async function startTestServer(options: TestServerOptions | Record<string
     AWS_ENDPOINT_URL_DYNAMODB: opts.endpoint ?? inject('dynamodbEndpoint'),
     RUNPLANE_TABLE: table,
     RUNPLANE_GRAPHIQL: 'false',
+    // Idle connections kept longer than a test's longest pause between requests: a busy machine
+    // delays fetch's own idle timer past the server's 5 s, and a request sent on a connection the
+    // server is closing is reset (tests of the idle cut set their own, in slow-clients.test.ts).
+    RUNPLANE_KEEP_ALIVE_SECONDS: '60',
     ...opts.env,
   });
   const server = await startServer(config, {
