@@ -81,16 +81,19 @@ export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: Feed
     return { run: snapshot.run, budget };
   }
 
+  const markSent = (key: string, run: number, budget: number) => {
+    const had = sent.get(key);
+    sent.set(key, { run: Math.max(had?.run ?? 0, run), budget: Math.max(had?.budget ?? 0, budget) });
+  };
+
   async function* deliver(): AsyncGenerator<RunsChange> {
     for await (const { key, value } of queue) {
       const before = sent.get(key);
-      const mark = (run: number, budget: number) =>
-        sent.set(key, { run: Math.max(sent.get(key)?.run ?? 0, run), budget: Math.max(sent.get(key)?.budget ?? 0, budget) });
       // Taken versions count as sent while the rest is read: the stream's copy of this very change, arriving meanwhile, is dropped.
-      mark(value.run?.version ?? 0, value.budget?.version ?? 0);
+      markSent(key, value.run?.version ?? 0, value.budget?.version ?? 0);
       const change = await complete(key, value);
       if (!change) continue;
-      mark(change.run.version, change.budget?.version ?? 0);
+      markSent(key, change.run.version, change.budget?.version ?? 0);
       // Nothing newer than what was sent before (the read found only versions already handed out): not sent again.
       if (before && change.run.version <= before.run && (change.budget?.version ?? 0) <= before.budget) continue;
       if (status && change.run.status !== status) continue;

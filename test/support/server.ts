@@ -34,16 +34,6 @@ export interface TestServerOptions {
   stopAfterAll?: boolean;
 }
 
-/**
- * A pooled keep-alive connection the server closed as idle just as fetch sent a request on it
- * (a busy machine delays fetch's own idle timer): the server never read that request, so it
- * is sent once more, on a new connection. A server that died would refuse the second one.
- */
-function closedAsIdle(err: unknown) {
-  const cause = (err as { cause?: { code?: string } } | undefined)?.cause;
-  return err instanceof TypeError && (cause?.code === 'ECONNRESET' || cause?.code === 'UND_ERR_SOCKET');
-}
-
 /** Starts a server (stopped after the test file unless told otherwise). */
 export async function startTestServer(options: TestServerOptions | Record<string, string> = {}): Promise<TestServer> {
   const opts: TestServerOptions =
@@ -82,15 +72,10 @@ export async function startTestServer(options: TestServerOptions | Record<string
     server,
     requests,
     gql: async (query, variables = {}, { key } = {}) => {
-      const send = () =>
-        fetch(server.url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-          body: JSON.stringify({ query, variables }),
-        });
-      const response = await send().catch((err: unknown) => {
-        if (!closedAsIdle(err)) throw err;
-        return send();
+      const response = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+        body: JSON.stringify({ query, variables }),
       });
       return (await response.json()) as never;
     },
