@@ -5,9 +5,10 @@
  * thousand subscribers cost a thousand executions of every event.
  */
 
-import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
+import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLError } from 'graphql';
 import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
 import type { Context } from '../schema/context.ts';
+import { compiledExecution } from './compiled-execution.ts';
 import type { Mask } from './errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -42,8 +43,9 @@ const remember = (result: Result, payload: unknown): Result => {
 export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Result {
   const context = args.contextValue as Partial<Context>;
   const key = `${documentId(args.document)}\u0000${args.operationName ?? ''}\u0000${context.tenant}\u0000${context.role}\u0000${JSON.stringify(args.variableValues ?? {})}`;
+  const run = compiledExecution(args);
   return (payload) => {
-    if (typeof payload !== 'object' || payload === null) return execute({ ...args, rootValue: payload });
+    if (typeof payload !== 'object' || payload === null) return run({ ...args, rootValue: payload });
     let byKey = results.get(payload);
     if (!byKey) {
       byKey = new Map();
@@ -52,10 +54,7 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
     let result = byKey.get(key);
     if (!result) {
       // Each event's result is a response of its own: it gets a whole response budget.
-      result = remember(
-        execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
-        payload,
-      );
+      result = remember(run({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }), payload);
       byKey.set(key, result);
     }
     return result;
