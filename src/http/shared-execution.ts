@@ -7,6 +7,7 @@
 
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLError } from 'graphql';
 import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
+import { attached } from '../lib/attached.ts';
 import type { Context } from '../schema/context.ts';
 import { compiledExecution } from './compiled-execution.ts';
 import type { Mask } from './errors.ts';
@@ -25,10 +26,10 @@ const documentId = (document: DocumentNode) => {
   return id;
 };
 
-/** Results by event, then by who asked how; dropped with the event. */
-const results = new WeakMap<object, Map<string, Result>>();
+/** An event's results, by who asked how; dropped with the event. */
+const results = attached<object, Map<string, Result>>('results');
 /** The event each result was made from (SSE names its frames after it). */
-const sources = new WeakMap<ExecutionResult, unknown>();
+const sources = attached<ExecutionResult, unknown>('source');
 
 /** The source event a subscription result was made from. */
 export const sourceOf = (result: ExecutionResult) => sources.get(result);
@@ -46,11 +47,7 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
   const run = compiledExecution(args);
   return (payload) => {
     if (typeof payload !== 'object' || payload === null) return run({ ...args, rootValue: payload });
-    let byKey = results.get(payload);
-    if (!byKey) {
-      byKey = new Map();
-      results.set(payload, byKey);
-    }
+    const byKey = results.get(payload) ?? results.set(payload, new Map());
     let result = byKey.get(key);
     if (!result) {
       // Each event's result is a response of its own: it gets a whole response budget.
@@ -74,8 +71,8 @@ export const sharedDelivery: Plugin<Context> = {
   },
 };
 
-/** A result's JSON, by result: subscribers sharing a result share its serialization. */
-const serialized = new WeakMap<ExecutionResult, string>();
+/** A result's JSON, kept with it: subscribers sharing a result share its serialization. */
+const serialized = attached<ExecutionResult, string>('json');
 
 /** An error as clients see it: masked, without the HTTP status yoga keeps in its extensions. */
 function clientError(error: GraphQLError, mask: Mask) {

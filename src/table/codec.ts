@@ -2,7 +2,9 @@
  * Items <-> domain values. Rows may also be written by services that bypass the API, so
  * decoding trusts the keys over the copies in attributes.
  */
+
 import type { Budget, Lease, Run, RunEvent, RunStatus } from '../domain/run.ts';
+import { attached } from '../lib/attached.ts';
 import { keys, parseRunPartition, seqOfSk } from './keys.ts';
 
 export type Item = Record<string, unknown>;
@@ -141,7 +143,7 @@ export function toEvent(item: Item): RunEvent {
   };
 }
 
-const eventSizes = new WeakMap<RunEvent, number>();
+const eventSizes = attached<RunEvent, number>('size');
 
 /** About how many bytes an event takes in a response (its payload's JSON and the fields around it); computed once per event. */
 export function eventBytes(event: RunEvent): number {
