@@ -3,18 +3,25 @@ import { GraphQLError } from 'graphql';
 import type { ReadBudget } from '../store/index.ts';
 import { codes } from './error-codes.ts';
 
-export function responseBudget(maxBytes: number): ReadBudget {
-  let spent = 0;
-  return {
-    spend(bytes) {
-      spent += bytes;
-      if (spent > maxBytes) {
-        throw new GraphQLError(
-          `The response would be larger than ${maxBytes} bytes (RUNPLANE_MAX_RESPONSE_BYTES): ask for smaller pages (first/last) or fewer fields`,
-          { extensions: { code: codes.responseTooLarge, maxBytes } },
-        );
-      }
-    },
-    fork: () => responseBudget(maxBytes),
-  };
+/** A class, not closures: a subscription forks one for every event it delivers. */
+class ResponseBudget implements ReadBudget {
+  private spent = 0;
+
+  constructor(private readonly maxBytes: number) {}
+
+  spend(bytes: number) {
+    this.spent += bytes;
+    if (this.spent > this.maxBytes) {
+      throw new GraphQLError(
+        `The response would be larger than ${this.maxBytes} bytes (RUNPLANE_MAX_RESPONSE_BYTES): ask for smaller pages (first/last) or fewer fields`,
+        { extensions: { code: codes.responseTooLarge, maxBytes: this.maxBytes } },
+      );
+    }
+  }
+
+  fork(): ReadBudget {
+    return new ResponseBudget(this.maxBytes);
+  }
 }
+
+export const responseBudget = (maxBytes: number): ReadBudget => new ResponseBudget(maxBytes);
