@@ -1,4 +1,5 @@
 /** Hostile GraphQL and protocol abuse: each is refused clearly, and the server keeps serving. */
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import type { Engine } from '../../src/engine/index.ts';
@@ -62,6 +63,27 @@ describe('query limits', () => {
       duplex: 'half',
     } as RequestInit);
     expect(chunked.status).toBe(411);
+    await stillServing();
+  });
+
+  test('a body longer than its Content-Length is not read past the length: the connection is refused', async () => {
+    const { hostname, port } = new URL(api.url);
+    const body = JSON.stringify({ query: '{ __typename }' });
+    // The length covers the operation; 2 MB more follow on the same connection.
+    const head = `POST /graphql HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.end(head + body + 'x'.repeat(2 * 1024 * 1024)));
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk;
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', (err) => (text ? resolve(text) : reject(err)));
+    });
+    // What follows the declared length is a malformed next request: Node's parser refuses the
+    // connection (400) rather than reading it as more body.
+    expect(answer).toMatch(/HTTP\/1\.1 400/);
+    expect(answer).not.toMatch(/HTTP\/1\.1 5\d\d/);
     await stillServing();
   });
 
