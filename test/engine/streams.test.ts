@@ -107,7 +107,10 @@ describe('a table with a NEW_AND_OLD_IMAGES stream', () => {
     const seqs = records.map((r) => BigInt(r.dynamodb?.SequenceNumber as string));
     expect([...seqs].sort((a, b) => (a < b ? -1 : 1))).toEqual(seqs);
     expect(new Set(seqs).size).toBe(seqs.length);
+    // Event ids as DynamoDB's: 32 hex digits, one per record.
+    expect(new Set(records.map((r) => r.eventID)).size).toBe(records.length);
     for (const record of records) {
+      expect(record.eventID).toMatch(/^[0-9a-f]{32}$/);
       expect(record).toMatchObject({ eventSource: 'aws:dynamodb', eventVersion: '1.1' });
       expect(record.dynamodb?.SequenceNumber?.length).toBeGreaterThanOrEqual(21);
       expect(record.dynamodb?.SizeBytes).toBeGreaterThan(0);

@@ -38,6 +38,14 @@ export interface StreamRecord {
 /** Sequence numbers are decimal strings of at least 21 digits, as DynamoDB Streams requires. */
 export const formatSeq = (seq: number) => String(seq).padStart(21, '0');
 
+/**
+ * Record ids are 32 hex digits, as DynamoDB's: a random half drawn once per process and a count.
+ * Drawing 16 random bytes per record took about 3% of an append's server CPU.
+ */
+const eventIdPrefix = randomBytes(8).toString('hex');
+let eventIdCount = 0;
+const nextEventId = () => `${eventIdPrefix}${(++eventIdCount).toString(16).padStart(16, '0')}`;
+
 export function buildRecord(change: ItemChange, seq: number, now: number, viewType: ViewType, region: string): StreamRecord {
   const { oldItem, newItem } = change;
   const eventName = oldItem ? (newItem ? 'MODIFY' : 'REMOVE') : 'INSERT';
@@ -55,7 +63,7 @@ export function buildRecord(change: ItemChange, seq: number, now: number, viewTy
     (dynamodb.NewImage ? dynaliteDb.itemSize(dynamodb.NewImage) : 0) +
     (dynamodb.OldImage ? dynaliteDb.itemSize(dynamodb.OldImage) : 0);
   const record: StreamRecord = {
-    eventID: randomBytes(16).toString('hex'),
+    eventID: nextEventId(),
     eventName,
     eventVersion: '1.1',
     eventSource: 'aws:dynamodb',
