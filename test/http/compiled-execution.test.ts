@@ -18,6 +18,7 @@ const events: DeliveredEvent[] = [
     runId: 'r1',
     seq: 8,
     type: 'odd',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a hostile value on purpose
     payload: { constructor: { name: 'Set' }, __proto__x: 1, toString: 'no', '"); throw 1; //': '`${1}`' },
     createdAt: at,
   },
@@ -43,6 +44,7 @@ const eventSelections: [string, Record<string, unknown>][] = [
     { withPayload: false },
   ],
   [
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a hostile literal on purpose
     'subscription { runEvents(runId: "a\\"); process.exit(1); (\\"", types: ["`${process.exit(1)}`"]) { ... on Event { seq q: __typename } } }',
     {},
   ],
