@@ -5,6 +5,7 @@ import { createYoga } from 'graphql-yoga';
 import type { Principal } from '../domain/principal.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import type { Admission } from './admission.ts';
+import { compiledOperations } from './compiled-execution.ts';
 import type { CostRules } from './cost.ts';
 import type { Mask } from './errors.ts';
 import { guards } from './guards.ts';
@@ -53,6 +54,7 @@ export function createYogaServer(options: YogaOptions) {
       ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
       sseAdmission(options.admission, options.sessions) as never,
       sharedDelivery,
+      compiledOperations as never,
       sseDelivery(options.mask, options.stopping),
     ],
     logging: false,
