@@ -8,6 +8,7 @@ import type { Server } from 'node:http';
 import { type execute, GraphQLError, getOperationAST } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
+import type { Logger } from '../lib/logger.ts';
 import type { Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
 import type { SendBudget } from '../streams/send-budget.ts';
@@ -37,6 +38,7 @@ export interface WebSocketDeps {
   newConnection: NewConnection;
   connections: ConnectionLimits;
   maxBodyBytes: number;
+  log: Logger;
 }
 
 /** What a WebSocket holds once its key is accepted. */
@@ -154,6 +156,18 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     webSockets,
     deps.connections.pingIntervalMs,
   );
+  // graphql-ws prints every socket error to the console, stack and all. A client's protocol
+  // error (a message over the size limit, invalid UTF-8, a bad frame) is the client's: ws has
+  // closed the socket already with the code that says so (1009, 1007, 1002), and a client
+  // sending them in a loop would flood the log. Anything else goes to the logger.
+  webSockets.on('connection', (socket: WebSocket) => {
+    socket.removeAllListeners('error');
+    socket.on('error', (err: Error & { code?: unknown }) => {
+      if (typeof err.code === 'string' && err.code.startsWith('WS_ERR_')) return;
+      deps.log.error('a WebSocket failed', err);
+      socket.close(1011, 'Internal server error');
+    });
+  });
 
   return {
     /**
