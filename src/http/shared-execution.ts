@@ -9,7 +9,7 @@ import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type Ex
 import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
 import { attached } from '../lib/attached.ts';
 import type { Context } from '../schema/context.ts';
-import { compiledExecution } from './compiled-execution.ts';
+import { executeOperation } from './compiled-execution.ts';
 import type { Mask } from './errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -44,14 +44,16 @@ const remember = (result: Result, payload: unknown): Result => {
 export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Result {
   const context = args.contextValue as Partial<Context>;
   const key = `${documentId(args.document)}\u0000${args.operationName ?? ''}\u0000${context.tenant}\u0000${context.role}\u0000${JSON.stringify(args.variableValues ?? {})}`;
-  const run = compiledExecution(args);
   return (payload) => {
-    if (typeof payload !== 'object' || payload === null) return run({ ...args, rootValue: payload });
+    if (typeof payload !== 'object' || payload === null) return executeOperation({ ...args, rootValue: payload });
     const byKey = results.get(payload) ?? results.set(payload, new Map());
     let result = byKey.get(key);
     if (!result) {
       // Each event's result is a response of its own: it gets a whole response budget.
-      result = remember(run({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }), payload);
+      result = remember(
+        executeOperation({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
+        payload,
+      );
       byKey.set(key, result);
     }
     return result;
