@@ -88,6 +88,8 @@ const COMPILE_AFTER = 10;
 interface Operation {
   uses: number;
   compiled?: Execute;
+  /** The compiled operation behind graphql-js's check of its variables (queries and mutations). */
+  checked?: Execute;
 }
 
 /** Operations by document, then operation name; dropped with the document. */
@@ -123,10 +125,10 @@ export const executeOperation: Execute = (args) => (compiledWhenHot(args) ?? exe
  * variable and the path inside it (`Variable "$input" got invalid value [] at
  * "input.idempotencyKey"`), where jit would name the inner field as if it were a variable.
  */
-function checkedVariables(run: Execute): Execute {
+function checkedVariables(run: Execute, { document, operationName }: ExecutionArgs): Execute {
+  const definitions = getOperationAST(document, operationName)?.variableDefinitions ?? [];
   return (args) => {
-    const operation = getOperationAST(args.document, args.operationName);
-    const coerced = getVariableValues(args.schema, operation?.variableDefinitions ?? [], args.variableValues ?? {}, { maxErrors: 50 });
+    const coerced = getVariableValues(args.schema, definitions, args.variableValues ?? {}, { maxErrors: 50 });
     if (coerced.errors) return { errors: coerced.errors as GraphQLError[] };
     return run(args);
   };
@@ -136,6 +138,9 @@ function checkedVariables(run: Execute): Execute {
 export const compiledOperations = {
   onExecute({ args, setExecuteFn }: { args: ExecutionArgs; setExecuteFn: (execute: Execute) => void }) {
     const compiled = compiledWhenHot(args);
-    if (compiled) setExecuteFn(checkedVariables(compiled));
+    if (!compiled) return;
+    const operation = operationOf(args);
+    operation.checked ??= checkedVariables(compiled, args);
+    setExecuteFn(operation.checked);
   },
 };
