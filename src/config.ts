@@ -81,6 +81,7 @@ const env = z.object({
   RUNPLANE_API_KEYS_FILE: z.string().min(1, 'must not be empty').optional(),
   RUNPLANE_ALLOW_OPEN: flag(false),
   RUNPLANE_MAX_BODY_BYTES: whole(1024, 64 * 1024 * 1024).optional(),
+  RUNPLANE_DOCUMENT_CACHE_BYTES: whole(0, 4 * 1024 * 1024 * 1024).default(32 * 1024 * 1024),
   RUNPLANE_IDEMPOTENCY_TTL_HOURS: whole(1, 24 * 365).default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
   RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
   RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
@@ -143,6 +144,8 @@ export interface Config {
   readonly production: boolean;
   readonly auth: { readonly inline?: string; readonly file?: string };
   readonly maxBodyBytes: number;
+  /** Parsed documents kept for reuse, in (estimated) heap bytes; a tenant holds at most a quarter. */
+  readonly documentCacheBytes: number;
   /** Write concurrent appends to one run together, in one transaction. */
   readonly groupCommit: boolean;
   /** Several replicas on one table: Redis for fan-out, stream shards read by lease (absent: one server alone). */
@@ -225,6 +228,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },
     // Room for the largest payload, JSON-escaped, and the query around it.
     maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
+    documentCacheBytes: e.RUNPLANE_DOCUMENT_CACHE_BYTES,
     groupCommit: on(e.RUNPLANE_GROUP_COMMIT, true),
     replicas: e.RUNPLANE_REDIS_URL
       ? {

@@ -5,6 +5,7 @@ import type { Principal } from './domain/principal.ts';
 import { type Engine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
 import { type App, buildApp } from './http/app.ts';
+import { DocumentCache } from './http/document-cache.ts';
 import { metricsOf } from './http/metrics.ts';
 import { consoleLogger, type Logger } from './lib/logger.ts';
 import type { Connection, Context } from './schema/context.ts';
@@ -94,6 +95,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const stores = withFastPath(raw, live.publish);
     const feeds = live;
     const sendBuffers = { held: 0 };
+    const documents = new DocumentCache(config.documentCacheBytes);
     const tableReady = readinessProbe(clients, config.table);
     const replicas = live.replicas;
     const context = ({ tenant, role, keyId }: Principal, connection: Connection): Context => ({
@@ -115,10 +117,11 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       introspection: config.introspection,
       suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
+      documents,
       limits: config.limits,
       connections: config.connections,
       log,
-      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers }),
+      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers, documents }),
       availabilityOf,
       sendBuffers,
       ready: async () => {

@@ -15,6 +15,7 @@ import type { ApiKeys } from './api-keys.ts';
 import { type ConnectionLimits, guardConnections } from './connections.ts';
 import { consoleFiles } from './console.ts';
 import type { CostRules } from './cost.ts';
+import type { DocumentCache } from './document-cache.ts';
 import { type AvailabilityOf, maskError } from './errors.ts';
 import { graphiqlPage } from './graphiql.ts';
 import { connectionFactory } from './principals.ts';
@@ -36,6 +37,8 @@ export interface AppDeps {
   suggestions: boolean;
   /** Largest request body (and WebSocket message) accepted. */
   maxBodyBytes: number;
+  /** Parsed documents kept for reuse, bounded in bytes (a tenant holds at most a quarter). */
+  documents: DocumentCache;
   limits: Limits;
   connections: ConnectionLimits;
   /** Where unexpected errors go in full (clients only see a masked message). */
@@ -53,6 +56,8 @@ export interface AppDeps {
 export interface App extends AsyncDisposable {
   readonly server: Server;
   readonly admission: Admission;
+  /** The parsed documents kept (tests and /metrics read it). */
+  readonly documents: DocumentCache;
   /** Listens; resolves to the /graphql URL. */
   start(port: number, host: string): Promise<string>;
   /**
@@ -72,6 +77,7 @@ export function buildApp(deps: AppDeps): App {
   const { limits, connections, log } = deps;
   const admission = createAdmission(connections);
   const sessions = createSessions();
+  const { documents } = deps;
   const cost: CostRules = {
     maxCost: limits.maxQueryCost,
     maxPageSize: limits.maxPageSize,
@@ -83,7 +89,7 @@ export function buildApp(deps: AppDeps): App {
   /** Set once a graceful stop began: streams then end without `complete` (clients come back). */
   let stopping = false;
 
-  const yoga = createYogaServer({ ...deps, cost, mask, admission, sessions, stopping: () => stopping });
+  const yoga = createYogaServer({ ...deps, cost, mask, admission, sessions, documents, stopping: () => stopping });
   const page = deps.graphiql ? graphiqlPage({ endpoint: yoga.graphqlEndpoint }) : undefined;
   const server = createServer(
     { connectionsCheckingInterval: 1_000 },
@@ -117,6 +123,7 @@ export function buildApp(deps: AppDeps): App {
   return {
     server,
     admission,
+    documents,
     start: (port, host) =>
       new Promise((resolve, reject) => {
         server.once('error', reject);

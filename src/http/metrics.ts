@@ -46,9 +46,10 @@ export interface MetricSources {
     };
   };
   sendBuffers: { readonly held: number };
+  documents: { readonly bytes: number; readonly size: number; readonly counts: { readonly evictions: number } };
 }
 
-export function metricsOf({ appends: appended, live, sendBuffers }: MetricSources) {
+export function metricsOf({ appends: appended, live, sendBuffers, documents }: MetricSources) {
   return () => {
     const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
@@ -65,6 +66,24 @@ export function metricsOf({ appends: appended, live, sendBuffers }: MetricSource
         help: 'Transactions that wrote more than one concurrent append to a run together.',
         type: 'counter',
         samples: [[undefined, batches]],
+      },
+      {
+        name: 'runplane_documents_cached',
+        help: 'Parsed documents kept for reuse.',
+        type: 'gauge',
+        samples: [[undefined, documents.size]],
+      },
+      {
+        name: 'runplane_documents_cached_bytes',
+        help: 'Heap the kept documents hold (estimated from their text; bounded by RUNPLANE_DOCUMENT_CACHE_BYTES).',
+        type: 'gauge',
+        samples: [[undefined, documents.bytes]],
+      },
+      {
+        name: 'runplane_document_evictions_total',
+        help: 'Documents dropped to stay within the bound or a tenant within its share.',
+        type: 'counter',
+        samples: [[undefined, documents.counts.evictions]],
       },
       {
         name: 'runplane_subscriptions_open',

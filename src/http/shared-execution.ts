@@ -5,11 +5,10 @@
  * thousand subscribers cost a thousand executions of every event.
  */
 
-import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLError } from 'graphql';
+import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
 import { attached } from '../lib/attached.ts';
 import type { Context } from '../schema/context.ts';
-import { executeOperation } from './compiled-execution.ts';
 import type { Mask } from './errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -45,13 +44,13 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
   const context = args.contextValue as Partial<Context>;
   const key = `${documentId(args.document)}\u0000${args.operationName ?? ''}\u0000${context.tenant}\u0000${context.role}\u0000${JSON.stringify(args.variableValues ?? {})}`;
   return (payload) => {
-    if (typeof payload !== 'object' || payload === null) return executeOperation({ ...args, rootValue: payload });
+    if (typeof payload !== 'object' || payload === null) return execute({ ...args, rootValue: payload });
     const byKey = results.get(payload) ?? results.set(payload, new Map());
     let result = byKey.get(key);
     if (!result) {
       // Each event's result is a response of its own: it gets a whole response budget.
       result = remember(
-        executeOperation({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
+        execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
         payload,
       );
       byKey.set(key, result);

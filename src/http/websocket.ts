@@ -107,8 +107,12 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           const tooFast = admission.setup({ slot: session.slot });
           if (tooFast) return [tooFast];
         }
+        // The key is checked again for each operation: a key revoked since connecting stops here.
+        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+        if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
         const enveloped = yoga.getEnveloped({
           ...ctx,
+          principal,
           req: ctx.extra.request,
           socket,
           params: payload,
@@ -125,9 +129,6 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
-        // The key is checked again for each operation: a key revoked since connecting stops here.
-        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
-        if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
         let release: Release = () => {};
         if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
           const admitted = admission.subscribe(principal.tenant, session.slot);

@@ -5,8 +5,8 @@ import { createYoga } from 'graphql-yoga';
 import type { Principal } from '../domain/principal.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import type { Admission } from './admission.ts';
-import { compiledOperations } from './compiled-execution.ts';
 import type { CostRules } from './cost.ts';
+import { type DocumentCache, documentCaching } from './document-cache.ts';
 import type { Mask } from './errors.ts';
 import { guards } from './guards.ts';
 import { type Served, served, unauthenticated } from './principals.ts';
@@ -24,6 +24,8 @@ export interface YogaOptions {
   mask: Mask;
   admission: Admission;
   sessions: Sessions;
+  /** Parsed and validated documents, bounded in bytes and per tenant. */
+  documents: DocumentCache;
   /** Whether a graceful stop began (SSE streams then end without `complete`). */
   stopping: () => boolean;
 }
@@ -50,11 +52,13 @@ export function createYogaServer(options: YogaOptions) {
     // without a Content-Length, and Node's parser reads no byte past it); yoga's own check pipes
     // every body through a stream of its own, about a twentieth of an append's server CPU.
     maxRequestBodySize: false,
+    // Replaced by a cache bounded in bytes and shared fairly between tenants (http/document-cache.ts).
+    parserAndValidationCache: false,
     plugins: [
       ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
+      documentCaching(options.documents),
       sseAdmission(options.admission, options.sessions) as never,
       sharedDelivery,
-      compiledOperations as never,
       sseDelivery(options.mask, options.stopping),
     ],
     logging: false,

@@ -1,11 +1,12 @@
 /**
- * Subscription results come from compiled operations (graphql-jit): what a client gets must be
- * what graphql-js would have made of the same event, selection for selection, errors included.
+ * Subscription results are executed once per event for every subscriber asking alike: what a
+ * client gets must be what graphql-js makes of the same event, selection for selection, errors
+ * included, and the second subscriber gets the very result the first did.
  */
 import { execute, parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import type { DeliveredEvent, Lease } from '../../src/domain/run.ts';
-import { compiledWhenHot, compileOperation } from '../../src/http/compiled-execution.ts';
+import { sharedExecution } from '../../src/http/shared-execution.ts';
 import { schema } from '../../src/schema/index.ts';
 
 const at = new Date('2026-11-30T12:00:00.000Z');
@@ -53,24 +54,14 @@ const eventSelections: [string, Record<string, unknown>][] = [
 
 async function both(query: string, variables: Record<string, unknown>, rootValue: unknown, operationName?: string) {
   const args = { schema, document: parse(query), rootValue, contextValue: {}, variableValues: { id: 'r1', ...variables }, operationName };
-  const compiled = compileOperation(args);
-  return { compiled, got: JSON.stringify(await compiled(args)), expected: JSON.stringify(await execute(args)) };
+  const shared = sharedExecution(args);
+  const first = await shared(rootValue);
+  // Another subscriber asking alike is handed the same result, not a second execution.
+  if (typeof rootValue === 'object' && rootValue !== null) expect(await shared(rootValue)).toBe(first);
+  return { got: JSON.stringify(first), expected: JSON.stringify(await execute(args)) };
 }
 
-describe('compiled subscription execution', () => {
-  it('compiles an operation once it has run 10 times, once per document and operation', () => {
-    const document = parse('subscription { runEvents(runId: "r1") { seq } }');
-    const args = { schema, document };
-    const early = Array.from({ length: 10 }, () => compiledWhenHot(args));
-    expect(early.every((run) => run === undefined)).toBe(true);
-    const compiled = compiledWhenHot(args);
-    expect(compiled).toBeTypeOf('function');
-    expect(compiled).not.toBe(execute);
-    expect(compiledWhenHot({ schema, document })).toBe(compiled);
-    // Another text is another document, counted on its own.
-    expect(compiledWhenHot({ schema, document: parse('subscription { runEvents(runId: "r1") { type } }') })).toBeUndefined();
-  });
-
+describe('shared subscription execution', () => {
   it.each(eventSelections)('runEvents %s: the same result as graphql-js for every kind of event', async (query, variables) => {
     const operationName = query.includes('subscription Named') ? 'Other' : undefined;
     for (const event of events) {
