@@ -25,12 +25,18 @@ function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions:
     revoke?.(unauthenticated('This API key was revoked'));
     void source.return?.();
   });
+  let ended = false;
   const finish = () => {
+    if (ended) return;
+    ended = true;
     forget();
     release();
   };
   return {
     async next() {
+      // Ended (revoked, failed or returned): done for good. yoga turns a failure into an error
+      // result and asks again, and a failure repeated on every ask would never end the stream.
+      if (ended) return { value: undefined, done: true };
       try {
         const item = await Promise.race([source.next(), revoked]);
         if (item.done) finish();

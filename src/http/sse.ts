@@ -62,6 +62,12 @@ export function sseStream(
           // Completed only when the subscription really ended; a stopping server just ends the response.
           frame = stopping() ? '' : 'event: complete\ndata:\n\n';
           last = true;
+        } else if (!('data' in item.value)) {
+          // Not an event's result but the subscription's failure (yoga hands a failed stream's
+          // error on as a result without data): said once, then the stream ends.
+          frame = `event: next\ndata: ${resultJson(item.value, mask)}\n\nevent: complete\ndata:\n\n`;
+          last = true;
+          void iterator.return?.();
         } else {
           const id = streamEventId(sourceOf(item.value));
           frame = `event: next\n${id ? `id: ${id}\n` : ''}data: ${resultJson(item.value, mask)}\n\n`;

@@ -162,3 +162,78 @@ describe('revoking a key ends what it has open', () => {
     expect(sse.items.map((e) => e.seq)).toEqual([1]);
   });
 });
+
+/** An SSE response read raw to its end: every frame, as text (at most 1 MB, then it is cut). */
+function rawSse(request: { method: 'GET' | 'POST'; query: string; key: string }) {
+  const abort = new AbortController();
+  const state = { text: '', ended: false, status: 0 };
+  const url = new URL(api.url);
+  if (request.method === 'GET') url.searchParams.set('query', request.query);
+  const done = (async () => {
+    const response = await fetch(url, {
+      method: request.method,
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${request.key}`, 'content-type': 'application/json' },
+      body: request.method === 'POST' ? JSON.stringify({ query: request.query }) : undefined,
+      signal: abort.signal,
+    });
+    state.status = response.status;
+    const decoder = new TextDecoder();
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      state.text += decoder.decode(chunk, { stream: true });
+      if (state.text.length > 1_000_000) abort.abort();
+    }
+    state.ended = true;
+  })().catch(() => {
+    state.ended = true;
+  });
+  return { state, done, frames: () => state.text.split('\n\n').filter((frame) => /^event: /m.test(frame)) };
+}
+
+describe('revoking a key with several streams open', () => {
+  test('ends each SSE stream (POST and GET, run and tenant-wide) with one error and complete, while other tenants are answered', async () => {
+    const MANY = 'revoked-many-0123456789abcdef';
+    const OTHER = 'other-tenant-0123456789abcdef';
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n${MANY}=acme\n${OTHER}=globex\n`);
+    await waitFor(async () => (await status({ authorization: `Bearer ${MANY}` })) === 200, { what: 'the new keys to be read' });
+    const runId = `revoke-many-${Date.now()}`;
+    await api.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`, {}, { key: WRITER });
+    const queries = [
+      `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq } }`,
+      `subscription { runChanged(runId: "${runId}") { status } }`,
+      'subscription { runsChanged { id } }',
+      'subscription { leasesChanged { unitId } }',
+    ];
+    const streams = queries.flatMap((query) => [rawSse({ method: 'POST', query, key: MANY }), rawSse({ method: 'GET', query, key: MANY })]);
+    const socket = new WebSocket(api.url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+    const closed = new Promise<number>((resolve) => socket.on('close', (code) => resolve(code)));
+    socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${MANY}` } })));
+    socket.on('message', (data) => {
+      if (JSON.parse(String(data)).type !== 'connection_ack') return;
+      socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription { runsChanged { id } }' } }));
+    });
+    await waitFor(() => streams.every((stream) => stream.state.status === 200 && stream.state.text.length > 0), {
+      what: 'every stream to be open',
+    });
+
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n${OTHER}=globex\n`);
+    // Meanwhile another tenant is answered, request after request.
+    const answered: string[] = [];
+    while (!streams.every((stream) => stream.state.ended)) {
+      const { data } = await api.gql('{ viewer { tenant } }', {}, { key: OTHER });
+      answered.push(data.viewer.tenant);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(await closed).toBe(4403);
+    expect(answered.length).toBeGreaterThan(0);
+    expect(new Set(answered)).toEqual(new Set(['globex']));
+    for (const stream of streams) {
+      const errors = stream.frames().filter((frame) => frame.includes('"errors"'));
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatch(/This API key was revoked/);
+      expect(errors[0]).toMatch(/UNAUTHENTICATED/);
+      expect(stream.frames().at(-1)).toMatch(/^event: complete/);
+    }
+    // Answered at once after the streams ended too.
+    expect((await api.gql('{ viewer { tenant } }', {}, { key: OTHER })).data.viewer.tenant).toBe('globex');
+  });
+});
