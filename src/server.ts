@@ -98,10 +98,11 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const documents = new DocumentCache(config.documentCacheBytes);
     const tableReady = readinessProbe(clients, config.table);
     const replicas = live.replicas;
-    const context = ({ tenant, role, keyId }: Principal, connection: Connection): Context => ({
+    const context = ({ tenant, role, keyId, name }: Principal, connection: Connection): Context => ({
       tenant,
       role,
       keyId,
+      keyName: name,
       stores,
       live: feeds,
       limits: config.limits,

@@ -201,4 +201,4 @@ export const RunsChanged = graphql(`subscription RunsChanged($status: RunStatus)
 
 export const LeasesChanged = graphql(`subscription LeasesChanged { leasesChanged { ...LeaseFields } }`, [LeaseFields]);
 
-export const Viewer = graphql(`query Viewer { viewer { tenant canWrite } }`);
+export const Viewer = graphql(`query Viewer { viewer { tenant name canWrite } }`);

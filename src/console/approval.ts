@@ -1,14 +1,14 @@
 /**
  * The approval panel: for a run AWAITING_APPROVAL, what was asked and (for a key that may
- * write) approve / reject; otherwise the last decision, if any. A decision is sent with one
- * idempotency key, so a retry is applied once; of two approvers the slower one is told who won.
+ * write) approve / reject; otherwise the last decision, if any. Who decided is the deciding
+ * key's name, recorded by the server (appendEvent cannot write `approval.resolved`), never a
+ * name typed here. A decision is sent with one idempotency key, so a retry is applied once; of
+ * two approvers the slower one is told who won.
  */
 import { newIdempotencyKey, operations, type RunState } from '../client/index.ts';
 import { errorBox, fill, h } from './dom.ts';
 import { json } from './format.ts';
 import type { Session } from './session.ts';
-
-const APPROVER_ITEM = 'runplane.approver';
 
 interface PanelOptions {
   session: Session;
@@ -29,15 +29,13 @@ export async function approvalPanel(panel: HTMLElement, options: PanelOptions) {
       const decided = await lastEvent(options, 'approval.resolved');
       if (options.signal.aborted) return;
       if (!decided) return fill(panel);
-      const { approved, by, reason } = (decided.payload ?? {}) as { approved?: boolean; by?: string; reason?: string | null };
+      const { approved, by, reason } = (decided.payload ?? {}) as { approved?: unknown; by?: unknown; reason?: unknown };
+      const who = typeof by === 'string' ? `key ${by}` : 'an unnamed key';
+      const why = typeof reason === 'string' && reason ? `: ${reason}` : '';
       return fill(
         panel,
         h('h2', {}, 'Approval'),
-        h(
-          'p',
-          { id: 'decision' },
-          `${approved ? 'Approved' : 'Rejected'} by ${by ?? 'someone'}${reason ? `: ${reason}` : ''} (seq ${decided.seq}).`,
-        ),
+        h('p', { id: 'decision' }, `${approved === true ? 'Approved' : 'Rejected'} by ${who}${why} (seq ${decided.seq}).`),
       );
     }
     const asked = await lastEvent(options, 'approval.requested');
@@ -55,19 +53,16 @@ export async function approvalPanel(panel: HTMLElement, options: PanelOptions) {
 }
 
 function decisionForm(panel: HTMLElement, { session, run }: PanelOptions) {
-  const by = h('input', { id: 'approver', type: 'text', required: true, value: sessionStorage.getItem(APPROVER_ITEM) ?? 'console' });
   const reason = h('textarea', { id: 'reason', rows: 2, cols: 40 });
   const outcome = h('div', { class: 'outcome', role: 'status' });
   // One key per decision on this version: a retry (or a double click) is applied once.
   const idempotencyKey = newIdempotencyKey();
   const decide = async (approve: boolean) => {
     for (const button of panel.querySelectorAll('button')) button.disabled = true;
-    sessionStorage.setItem(APPROVER_ITEM, by.value);
     try {
       const answer = await session.client.resolveApproval({
         runId: run.id,
         approve,
-        by: by.value.trim() || 'console',
         reason: reason.value.trim() || null,
         expectedVersion: run.version,
         idempotencyKey: `${idempotencyKey}-${approve ? 'yes' : 'no'}`,
@@ -84,8 +79,7 @@ function decisionForm(panel: HTMLElement, { session, run }: PanelOptions) {
   return h(
     'form',
     { class: 'decision', on: { submit: (e) => e.preventDefault() } },
-    h('label', { for: 'approver' }, 'Decided by'),
-    by,
+    h('p', { id: 'approver' }, `Decided as key ${session.keyName}.`),
     h('label', { for: 'reason' }, 'Reason (optional)'),
     reason,
     h(

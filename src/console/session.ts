@@ -12,6 +12,8 @@ export type ConnectionState = 'connecting' | 'live' | 'reconnecting' | 'offline'
 export interface Session {
   client: Runplane;
   tenant: string;
+  /** The key's name: what a decision made here is recorded under. */
+  keyName: string;
   canWrite: boolean;
   /** Called with each stream reconnect (the run page then marks where it caught up). */
   onReconnect(listener: (notice: Notice) => void): () => void;
@@ -71,6 +73,7 @@ export async function openSession(): Promise<Session> {
     return {
       client,
       tenant: viewer.tenant,
+      keyName: viewer.name,
       canWrite: viewer.canWrite,
       onReconnect(listener) {
         listeners.add(listener);

@@ -55,14 +55,25 @@ export interface Lease {
   version: number;
 }
 
-/** Where each status may go next; terminal statuses go nowhere. */
+const terminal: ReadonlySet<RunStatus> = new Set(['COMPLETED', 'FAILED', 'CANCELLED']);
+
+/**
+ * Where transitionRun may move a run. A run awaiting approval leaves it only through
+ * resolveApproval, which records who decided: no agent can skip the decision. Terminal
+ * statuses go nowhere.
+ */
 const transitions: Record<RunStatus, readonly RunStatus[]> = {
   RUNNING: ['WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'],
   WAITING_FOR_TOOL: ['RUNNING', 'FAILED', 'CANCELLED'],
-  AWAITING_APPROVAL: ['RUNNING', 'FAILED', 'CANCELLED'],
+  AWAITING_APPROVAL: [],
   COMPLETED: [],
   FAILED: [],
   CANCELLED: [],
+};
+
+/** Why a status has no transitionRun moves, when it is not terminal. */
+export const leftOnlyBy: Partial<Record<RunStatus, string>> = {
+  AWAITING_APPROVAL: 'resolveApproval',
 };
 
 export const initialStatus: RunStatus = 'RUNNING';
@@ -72,9 +83,19 @@ export function canTransition(from: RunStatus, to: RunStatus) {
 }
 
 export function isTerminal(status: RunStatus) {
-  return transitions[status].length === 0;
+  return terminal.has(status);
 }
 
 export function allowedTransitions(from: RunStatus) {
   return transitions[from];
 }
+
+/**
+ * Event types only the server writes, each with the state change it records: appendEvent
+ * refuses them, so a run's timeline never shows a decision, cancellation or takeover that did
+ * not happen. Every other type is the agents' own (`run.created`, `run.completed`, ...).
+ */
+export const serverEventTypes = ['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed'] as const;
+export type ServerEventType = (typeof serverEventTypes)[number];
+
+export const isServerEventType = (type: string): type is ServerEventType => (serverEventTypes as readonly string[]).includes(type);

@@ -1,13 +1,14 @@
 /**
- * API keys: each maps to a tenant, and may be read-only. Keys come from
- * RUNPLANE_API_KEYS (`key=tenant[:read]`, comma-separated) and/or a file (one per line,
+ * API keys: each maps to a tenant, may be read-only, and may carry a name (recorded as who
+ * decided an approval or cancelled a run). Keys come from RUNPLANE_API_KEYS
+ * (`key=tenant[:read|:write[:name]]`, comma-separated) and/or a file (one per line,
  * `#` comments), which is re-read when it changes, so removing a line revokes a key.
  * Keys are compared as SHA-256 digests in constant time.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { ID_PATTERN } from '../domain/limits.ts';
-import type { Principal, Role } from '../domain/principal.ts';
+import { KEY_NAME_PATTERN, KEY_NAME_RULE, type Principal, type Role } from '../domain/principal.ts';
 import { consoleLogger, type Logger } from '../lib/logger.ts';
 
 export const OPEN_TENANT = 'default';
@@ -21,23 +22,28 @@ interface Entry {
 
 const digest = (key: string) => createHash('sha256').update(key).digest();
 
-/** Parses `key=tenant[:read|:write]` entries; `where` names the source in errors. */
+/** Parses `key=tenant[:read|:write[:name]]` entries; `where` names the source in errors. */
 export function parseKeys(text: string, where: string): Entry[] {
   const entries: Entry[] = [];
   // '#' starts a comment at the start of a line or after a space (a tenant with '#' is refused, not cut).
   const lines = text.split(/[\n,]/).map((line) => line.replace(/(^|\s)#.*$/, '').trim());
   lines.forEach((line, index) => {
     if (!line) return;
-    const match = /^([^=\s]+)=([^:\s]+)(?::(read|write))?$/.exec(line);
+    const match = /^([^=\s]+)=([^:\s]+)(?::(read|write)(?::(\S+))?)?$/.exec(line);
     const at = `${where}, entry ${index + 1}`;
-    if (!match) throw new Error(`${at}: expected key=tenant or key=tenant:read`);
-    const [, key, tenant, role] = match as unknown as [string, string, string, Role | undefined];
+    if (!match) throw new Error(`${at}: expected key=tenant, key=tenant:read or key=tenant:write:name`);
+    const [, key, tenant, role, name] = match as unknown as [string, string, string, Role | undefined, string | undefined];
     if (key.length < MIN_KEY_LENGTH || !KEY_PATTERN.test(key)) {
       throw new Error(`${at}: a key must be at least ${MIN_KEY_LENGTH} characters of letters, digits and . _ ~ + / = -`);
     }
     if (!ID_PATTERN.test(tenant)) throw new Error(`${at}: the tenant must be 1 to 128 letters, digits and . _ : - (not first)`);
+    if (name !== undefined && !KEY_NAME_PATTERN.test(name)) throw new Error(`${at}: a key's name must be ${KEY_NAME_RULE}`);
     const keyDigest = digest(key);
-    entries.push({ digest: keyDigest, principal: { tenant, role: role ?? 'write', keyId: keyDigest.toString('hex').slice(0, 16) } });
+    const hex = keyDigest.toString('hex');
+    entries.push({
+      digest: keyDigest,
+      principal: { tenant, role: role ?? 'write', keyId: hex.slice(0, 16), name: name ?? `key-${hex.slice(0, 8)}` },
+    });
   });
   return entries;
 }
@@ -56,7 +62,7 @@ export interface ApiKeys {
 
 /** How often a watched keys file is looked at (a revoked key's streams end within about this). */
 const WATCH_INTERVAL_MS = 1_000;
-const granted = (entry: Entry) => `${entry.principal.tenant}:${entry.principal.role}`;
+const granted = (entry: Entry) => `${entry.principal.tenant}:${entry.principal.role}:${entry.principal.name}`;
 
 export interface ApiKeySources {
   /** The RUNPLANE_API_KEYS value. */
@@ -120,7 +126,7 @@ export function createApiKeys({ inline, file }: ApiKeySources, log: Logger = con
       };
     },
     authenticate(key) {
-      if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open' };
+      if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open', name: 'open' };
       if (!key) return undefined;
       reload();
       const presented = digest(key);

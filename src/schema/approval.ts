@@ -1,6 +1,7 @@
 /** Approvals as first-class mutations: the status change and its timeline event in one transaction. */
 import { z } from 'zod';
 import { IdempotencyConflict, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import type { ServerEventType } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import type { Context } from './context.ts';
 import { badInput } from './error-codes.ts';
@@ -8,9 +9,9 @@ import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner, payload, text } from './inputs.ts';
 import { RunRef } from './run.ts';
 
-/** The event types an approval writes. */
-export const APPROVAL_REQUESTED = 'approval.requested';
-export const APPROVAL_RESOLVED = 'approval.resolved';
+/** The event types an approval writes (server-written: appendEvent refuses them). */
+export const APPROVAL_REQUESTED: ServerEventType = 'approval.requested';
+export const APPROVAL_RESOLVED: ServerEventType = 'approval.resolved';
 /** A rejected run ends here: it may not go on, and no one cancelled it. */
 const REJECTED_STATUS = 'FAILED';
 const MAX_REASON_LENGTH = 4096;
@@ -36,12 +37,12 @@ const RequestApprovalInput = builder.inputType('RequestApprovalInput', {
 builder.mutationField('requestApproval', (t) =>
   t.field({
     type: RunRef,
-    description: `Moves a RUNNING run to AWAITING_APPROVAL and appends an \`${APPROVAL_REQUESTED}\` event (payload: { request }) in one transaction.`,
+    description: `Moves a RUNNING run to AWAITING_APPROVAL and appends an \`${APPROVAL_REQUESTED}\` event (payload: { request, by: the asking key's name }) in one transaction.`,
     errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
     args: { input: t.arg({ type: RequestApprovalInput, required: true }) },
     resolve: async (_, { input }, context) => {
       checkSize(input.request, 'input.request', context);
-      const { tenant, stores } = context;
+      const { tenant, stores, keyName } = context;
       const { run } = await stores.runs.decide(
         {
           tenant,
@@ -50,7 +51,7 @@ builder.mutationField('requestApproval', (t) =>
           to: 'AWAITING_APPROVAL',
           expectedVersion: input.expectedVersion ?? undefined,
           type: APPROVAL_REQUESTED,
-          payload: { request: input.request },
+          payload: { request: input.request, by: keyName },
         },
         idempotencyOf(tenant, 'requestApproval', input),
       );
@@ -63,7 +64,10 @@ const ResolveApprovalInput = builder.inputType('ResolveApprovalInput', {
   fields: (t) => ({
     runId: t.id({ required: true }),
     approve: t.boolean({ required: true, description: 'true: the run goes on (RUNNING); false: it ends (FAILED).' }),
-    by: t.string({ required: true, description: 'Who decided (recorded in the event).' }),
+    by: t.string({
+      description: "A name the caller states (recorded as `statedBy`, the caller's word). Who decided is the key's name, recorded as `by`.",
+      deprecationReason: "The decision records the deciding key's name (`key=tenant:role:name`); `by` is kept only as the caller's note.",
+    }),
     reason: t.string({ description: 'Why (recorded in the event).' }),
     expectedVersion: t.int({ description: 'Only if the run is still at this version (the request you saw); StatusConflict otherwise.' }),
     idempotencyKey: t.string({ description: idempotencyKeyDescription }),
@@ -71,7 +75,7 @@ const ResolveApprovalInput = builder.inputType('ResolveApprovalInput', {
   validate: z.object({
     runId: id,
     approve: z.boolean(),
-    by: owner,
+    by: owner.optional().nullable(),
     reason: text(MAX_REASON_LENGTH, { multiline: true }).optional().nullable(),
     expectedVersion,
     idempotencyKey: id.optional().nullable(),
@@ -81,10 +85,10 @@ const ResolveApprovalInput = builder.inputType('ResolveApprovalInput', {
 builder.mutationField('resolveApproval', (t) =>
   t.field({
     type: RunRef,
-    description: `Decides an AWAITING_APPROVAL run: approved, it goes back to RUNNING; rejected, to ${REJECTED_STATUS}. Appends an \`${APPROVAL_RESOLVED}\` event (payload: { approved, by, reason }) in the same transaction. Of two approvers racing, one wins; the other gets StatusConflict.`,
+    description: `Decides an AWAITING_APPROVAL run (the only way out of it): approved, it goes back to RUNNING; rejected, to ${REJECTED_STATUS}. Appends an \`${APPROVAL_RESOLVED}\` event (payload: { approved, by: the deciding key's name, reason, statedBy }) in the same transaction. Of two approvers racing, one wins; the other gets StatusConflict.`,
     errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
     args: { input: t.arg({ type: ResolveApprovalInput, required: true }) },
-    resolve: async (_, { input }, { tenant, stores }) => {
+    resolve: async (_, { input }, { tenant, stores, keyName }) => {
       const { run } = await stores.runs.decide(
         {
           tenant,
@@ -93,7 +97,7 @@ builder.mutationField('resolveApproval', (t) =>
           to: input.approve ? 'RUNNING' : REJECTED_STATUS,
           expectedVersion: input.expectedVersion ?? undefined,
           type: APPROVAL_RESOLVED,
-          payload: { approved: input.approve, by: input.by, reason: input.reason ?? null },
+          payload: { approved: input.approve, by: keyName, reason: input.reason ?? null, statedBy: input.by ?? null },
         },
         idempotencyOf(tenant, 'resolveApproval', input),
       );

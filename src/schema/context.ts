@@ -47,6 +47,8 @@ export interface Context {
   response: ReadBudget;
   /** The API key it presented (revoking the key ends its streams). */
   keyId: string;
+  /** The key's name: what the server records as who decided (approvals, cancellations). */
+  keyName: string;
   /** The connection this operation came on. */
   connection: Connection;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BudgetExceeded, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
-import type { DeliveredEvent, SeqRange } from '../domain/run.ts';
+import { type DeliveredEvent, isServerEventType, type SeqRange, serverEventTypes } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
@@ -60,7 +60,10 @@ export function seqOfCursor(cursor: string | null | undefined, arg: string) {
 const AppendEventInput = builder.inputType('AppendEventInput', {
   fields: (t) => ({
     runId: t.id({ required: true }),
-    type: t.string({ required: true, description: 'What happened, e.g. `tool.returned`.' }),
+    type: t.string({
+      required: true,
+      description: `What happened, e.g. \`tool.returned\`. The types the server writes itself (${serverEventTypes.join(', ')}) are refused.`,
+    }),
     payload: t.field({ type: 'JSON', description: `Any JSON value, up to the server's payload limit.` }),
     seq: t.int({ description: 'Append exactly here (optimistic concurrency): refused with SequenceConflict if taken or not next.' }),
     cost: t.int({ description: 'Charged to the run budget in the same transaction: both or neither.' }),
@@ -68,7 +71,9 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
   }),
   validate: z.object({
     runId: id,
-    type: eventType,
+    type: eventType.refine((type) => !isServerEventType(type), {
+      message: `is a type the server writes itself, with the change it records (${serverEventTypes.join(', ')}): use a type of your own`,
+    }),
     payload: payload.optional().nullable(),
     seq: positive.optional().nullable(),
     cost: amount.optional().nullable(),

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
-import { allowedTransitions, type Budget, canTransition, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
+import { allowedTransitions, type Budget, canTransition, leftOnlyBy, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
 import { EventConnection } from './event.ts';
@@ -134,11 +134,13 @@ const TransitionRunInput = builder.inputType('TransitionRunInput', {
     .superRefine(({ from, to }, ctx) => {
       if (canTransition(from, to)) return;
       const next = allowedTransitions(from);
-      ctx.addIssue({
-        code: 'custom',
-        path: ['to'],
-        message: `${from} -> ${to} is not a legal transition (${next.length ? `from ${from} a run may go to ${next.join(', ')}` : `${from} is terminal`})`,
-      });
+      const only = leftOnlyBy[from];
+      const why = next.length
+        ? `from ${from} a run may go to ${next.join(', ')}`
+        : only
+          ? `${from} is left only through ${only}`
+          : `${from} is terminal`;
+      ctx.addIssue({ code: 'custom', path: ['to'], message: `${from} -> ${to} is not a legal transition (${why})` });
     }),
 });
 
@@ -146,7 +148,7 @@ builder.mutationField('transitionRun', (t) =>
   t.field({
     type: RunRef,
     description: `Moves a run from the status you saw to the next one. Legal moves: ${runStatuses
-      .map((s) => `${s} -> ${allowedTransitions(s).join('|') || '(terminal)'}`)
+      .map((s) => `${s} -> ${allowedTransitions(s).join('|') || (leftOnlyBy[s] ? `(only through ${leftOnlyBy[s]})` : '(terminal)')}`)
       .join('; ')}.`,
     errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
     args: { input: t.arg({ type: TransitionRunInput, required: true }) },

@@ -191,14 +191,19 @@ describeWithBrowser('the run console in Chromium', () => {
           {},
           as,
         );
-        const decisions = resolved.data.run.events.edges.map((e: { node: { payload: { by: string } } }) => e.node.payload.by);
+        // Both decide with one key: the other client states who it is, the console states nothing.
+        const decisions = resolved.data.run.events.edges.map(
+          (e: { node: { payload: { by: string; statedBy: string | null } } }) => e.node.payload,
+        );
         expect(decisions).toHaveLength(1);
+        const otherWon = decisions[0].statedBy === 'other-client';
         const status = resolved.data.run.status;
-        expect(status).toBe(decisions[0] === 'other-client' ? 'FAILED' : 'RUNNING');
-        expect(other.data.resolveApproval.__typename).toBe(decisions[0] === 'other-client' ? 'Run' : 'StatusConflict');
+        expect(status).toBe(otherWon ? 'FAILED' : 'RUNNING');
+        expect(other.data.resolveApproval.__typename).toBe(otherWon ? 'Run' : 'StatusConflict');
+        const shown = `${otherWon ? 'Rejected' : 'Approved'} by key ${decisions[0].by}`;
         for (const page of [mine, theirs]) {
           await waitFor(async () => (await text(page, '#run-status')) === status, { timeoutMs: 30_000, what: `status ${status} shown` });
-          await waitFor(async () => (await text(page, '#decision'))?.includes(decisions[0]) ?? false, {
+          await waitFor(async () => (await text(page, '#decision'))?.includes(shown) ?? false, {
             timeoutMs: 30_000,
             what: 'the decision shown',
           });

@@ -1,4 +1,5 @@
 /** Approvals: a status change and its timeline event in one transaction, exactly once, one winner of a race. */
+import { createHash } from 'node:crypto';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
@@ -8,10 +9,16 @@ import { startTestServer, type TestServer } from '../support/server.ts';
 const ACME = 'acme-key-0123456789abcdef';
 const GLOBEX = 'globex-key-0123456789abcdef';
 const ACME_READ = 'acme-read-0123456789abcdef';
+/** A named key of acme's approver, and an unnamed one (named after its digest). */
+const CFO = 'acme-cfo-key-0123456789abcdef';
+const AGENT = 'acme-agent-key-0123456789abcdef';
+const AGENT_NAME = `key-${createHash('sha256').update(AGENT).digest('hex').slice(0, 8)}`;
 
 let api: TestServer;
 beforeAll(async () => {
-  api = await startTestServer({ env: { RUNPLANE_API_KEYS: `${ACME}=acme,${GLOBEX}=globex,${ACME_READ}=acme:read` } });
+  api = await startTestServer({
+    env: { RUNPLANE_API_KEYS: `${ACME}=acme:write:ops,${GLOBEX}=globex,${ACME_READ}=acme:read,${CFO}=acme:write:cfo,${AGENT}=acme` },
+  });
 });
 
 const RUN =
@@ -58,7 +65,7 @@ describe('requestApproval', () => {
     const runId = await awaiting();
     expect(await eventsOf(runId)).toEqual([
       { seq: 1, type: 'step', payload: 1 },
-      { seq: 2, type: 'approval.requested', payload: { request: { tool: 'wire', amount: 10 } } },
+      { seq: 2, type: 'approval.requested', payload: { request: { tool: 'wire', amount: 10 }, by: 'ops' } },
     ]);
   });
 
@@ -84,9 +91,9 @@ describe('requestApproval', () => {
 });
 
 describe('resolveApproval', () => {
-  test('approved: back to RUNNING, approval.resolved records who decided and why', async () => {
+  test('approved: back to RUNNING, approval.resolved records the deciding key`s name, the reason, and the caller`s own word apart', async () => {
     const runId = await awaiting();
-    expect(await resolve({ runId, approve: true, by: 'ana', reason: 'fine' })).toEqual({
+    expect(await resolve({ runId, approve: true, by: 'the ceo', reason: 'fine' }, CFO)).toEqual({
       __typename: 'Run',
       status: 'RUNNING',
       version: 3,
@@ -94,17 +101,24 @@ describe('resolveApproval', () => {
     expect((await eventsOf(runId)).at(-1)).toEqual({
       seq: 3,
       type: 'approval.resolved',
-      payload: { approved: true, by: 'ana', reason: 'fine' },
+      payload: { approved: true, by: 'cfo', reason: 'fine', statedBy: 'the ceo' },
     });
   });
 
-  test('rejected: the run ends FAILED', async () => {
+  test('rejected: the run ends FAILED; without `by` nothing is stated, and an unnamed key is named after its digest', async () => {
     const runId = await awaiting();
-    expect(await resolve({ runId, approve: false, by: 'bo' })).toMatchObject({ status: 'FAILED' });
+    expect(await resolve({ runId, approve: false }, AGENT)).toMatchObject({ status: 'FAILED' });
     expect((await eventsOf(runId)).at(-1)).toMatchObject({
       type: 'approval.resolved',
-      payload: { approved: false, by: 'bo', reason: null },
+      payload: { approved: false, by: AGENT_NAME, reason: null, statedBy: null },
     });
+  });
+
+  test('an agent`s own key cannot approve as anybody else: `by` is never the recorded decider', async () => {
+    const runId = await awaiting();
+    await resolve({ runId, approve: true, by: 'cfo' }, AGENT);
+    const [decision] = (await eventsOf(runId)).filter((e) => e.type === 'approval.resolved');
+    expect(decision?.payload).toMatchObject({ by: AGENT_NAME, statedBy: 'cfo' });
   });
 
   test('two approvers racing: exactly one wins, the other gets StatusConflict, one approval.resolved event', async () => {
@@ -148,8 +162,59 @@ describe('resolveApproval', () => {
   });
 });
 
-test('viewer tells a key its tenant and whether it may write', async () => {
-  expect((await api.gql('{ viewer { tenant canWrite } }', {}, { key: ACME })).data.viewer).toEqual({ tenant: 'acme', canWrite: true });
+describe('nothing else can stand in for a decision', () => {
+  test('transitionRun out of AWAITING_APPROVAL is refused, naming resolveApproval, and nothing changes', async () => {
+    const runId = await awaiting();
+    for (const to of ['RUNNING', 'FAILED', 'CANCELLED', 'COMPLETED']) {
+      const answer = await api.gql(
+        'mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename } }',
+        { input: { runId, from: 'AWAITING_APPROVAL', to } },
+        as,
+      );
+      expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+      expect(answer.errors?.[0]?.message).toMatch(/AWAITING_APPROVAL is left only through resolveApproval/);
+    }
+    const { data } = await api.gql(`query { run(id: "${runId}", consistent: true) { status version } }`, {}, as);
+    expect(data.run).toEqual({ status: 'AWAITING_APPROVAL', version: 2 });
+    expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['step', 'approval.requested']);
+  });
+
+  test.each(['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed'])(
+    'appendEvent refuses the server`s own type %s, naming the rule, and writes nothing',
+    async (type) => {
+      const runId = await newRun(api, { key: ACME });
+      const answer = await api.gql(
+        'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+        { input: { runId, type, payload: { approved: true, by: 'cfo' } } },
+        as,
+      );
+      expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+      expect(answer.errors?.[0]?.message).toMatch(/input\.type: is a type the server writes itself/);
+      expect(await eventsOf(runId)).toEqual([]);
+    },
+  );
+
+  test('the agents` own types stay theirs: run.created, run.completed, approval.note', async () => {
+    const runId = await newRun(api, { key: ACME });
+    for (const type of ['run.created', 'run.completed', 'approval.note']) {
+      const answer = await api.gql(
+        'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+        { input: { runId, type } },
+        as,
+      );
+      expect(answer.data.appendEvent.__typename).toBe('Event');
+    }
+    expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['run.created', 'run.completed', 'approval.note']);
+  });
+});
+
+test('viewer tells a key its tenant, its name and whether it may write', async () => {
+  expect((await api.gql('{ viewer { tenant name canWrite } }', {}, { key: ACME })).data.viewer).toEqual({
+    tenant: 'acme',
+    name: 'ops',
+    canWrite: true,
+  });
+  expect((await api.gql('{ viewer { name } }', {}, { key: AGENT })).data.viewer.name).toBe(AGENT_NAME);
   expect((await api.gql('{ viewer { tenant canWrite } }', {}, { key: ACME_READ })).data.viewer).toEqual({
     tenant: 'acme',
     canWrite: false,
