@@ -13,6 +13,7 @@ import {
   MAX_PAYLOAD_BYTES_LIMIT,
 } from './domain/limits.ts';
 import { parseKeys } from './http/api-keys.ts';
+import { isOrigin } from './http/browsers.ts';
 import type { ConnectionLimits } from './http/connections.ts';
 
 const port = (fallback: number) =>
@@ -35,6 +36,18 @@ const whole = (min: number, max: number) =>
     .regex(/^\d+$/, `must be a whole number from ${min} to ${max}`)
     .transform(Number)
     .refine((n) => n >= min && n <= max, `must be a whole number from ${min} to ${max}`);
+
+/** A comma-separated list, each entry checked by `item`. */
+const list = (item: z.ZodString) =>
+  z
+    .string()
+    .transform((value) =>
+      value
+        .split(',')
+        .map((entry) => entry.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(item));
 
 const endpoint = z
   .string()
@@ -81,6 +94,12 @@ const env = z.object({
   RUNPLANE_API_KEYS_FILE: z.string().min(1, 'must not be empty').optional(),
   RUNPLANE_ALLOW_OPEN: flag(false),
   RUNPLANE_MAX_BODY_BYTES: whole(1024, 64 * 1024 * 1024).optional(),
+  RUNPLANE_CORS_ORIGINS: list(
+    z.string().refine(isOrigin, 'must be origins such as https://app.example.com (scheme, host and port; no path), comma-separated'),
+  ).default([]),
+  RUNPLANE_ALLOWED_HOSTS: list(
+    z.string().regex(/^[A-Za-z0-9.:-]{1,253}$/, 'must be host names or addresses such as runplane.internal, comma-separated'),
+  ).default([]),
   RUNPLANE_DOCUMENT_CACHE_BYTES: whole(0, 4 * 1024 * 1024 * 1024).default(32 * 1024 * 1024),
   RUNPLANE_IDEMPOTENCY_TTL_HOURS: whole(1, 24 * 365).default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
   RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
@@ -144,6 +163,8 @@ export interface Config {
   readonly production: boolean;
   readonly auth: { readonly inline?: string; readonly file?: string };
   readonly maxBodyBytes: number;
+  /** Browsers: origins served besides the server's own, and (open, without keys) the names it answers to besides loopback ones. */
+  readonly browsers: { readonly corsOrigins: readonly string[]; readonly allowedHosts: readonly string[] };
   /** Parsed documents kept for reuse, in (estimated) heap bytes; a tenant holds at most a quarter. */
   readonly documentCacheBytes: number;
   /** Write concurrent appends to one run together, in one transaction. */
@@ -229,6 +250,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     // Room for the largest payload, JSON-escaped, and the query around it.
     maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
     documentCacheBytes: e.RUNPLANE_DOCUMENT_CACHE_BYTES,
+    browsers: { corsOrigins: e.RUNPLANE_CORS_ORIGINS, allowedHosts: e.RUNPLANE_ALLOWED_HOSTS },
     groupCommit: on(e.RUNPLANE_GROUP_COMMIT, true),
     replicas: e.RUNPLANE_REDIS_URL
       ? {

@@ -119,6 +119,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
       documents,
+      browsers: { ...config.browsers, listenHost: config.host },
       limits: config.limits,
       connections: config.connections,
       log,

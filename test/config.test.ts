@@ -61,6 +61,9 @@ describe('configuration from the environment', () => {
     ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
     ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": entry 1: a key must be at least 16 characters/],
     ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=a#b', /RUNPLANE_API_KEYS=.*: entry 1: the tenant must be/],
+    ['RUNPLANE_CORS_ORIGINS', 'https://app.example/path', /RUNPLANE_CORS_ORIGINS=.*: must be origins such as https:\/\/app.example.com/],
+    ['RUNPLANE_CORS_ORIGINS', '*', /RUNPLANE_CORS_ORIGINS="\*": must be origins/],
+    ['RUNPLANE_ALLOWED_HOSTS', 'a/b', /RUNPLANE_ALLOWED_HOSTS="a\/b": must be host names/],
     ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=acme:write:a name', /entry 1: expected key=tenant, key=tenant:read or key=tenant:write:name/],
     ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=acme:read:-x', /entry 1: a key's name must be 1 to 64 letters/],
   ])('%s=%s is refused with a message naming it', (name, value, message) => {

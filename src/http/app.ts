@@ -12,6 +12,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import { type Admission, createAdmission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
+import { browserPolicy } from './browsers.ts';
 import { type ConnectionLimits, guardConnections } from './connections.ts';
 import { consoleFiles } from './console.ts';
 import type { CostRules } from './cost.ts';
@@ -37,6 +38,8 @@ export interface AppDeps {
   suggestions: boolean;
   /** Largest request body (and WebSocket message) accepted. */
   maxBodyBytes: number;
+  /** Origins served besides this server's own; names it answers to (open) besides loopback ones; the address it listens on. */
+  browsers: { corsOrigins: readonly string[]; allowedHosts: readonly string[]; listenHost: string };
   /** Parsed documents kept for reuse, bounded in bytes (a tenant holds at most a quarter). */
   documents: DocumentCache;
   limits: Limits;
@@ -78,6 +81,7 @@ export function buildApp(deps: AppDeps): App {
   const admission = createAdmission(connections);
   const sessions = createSessions();
   const { documents } = deps;
+  const browsers = browserPolicy({ ...deps.browsers, open: deps.apiKeys.open });
   const cost: CostRules = {
     maxCost: limits.maxQueryCost,
     maxPageSize: limits.maxPageSize,
@@ -93,10 +97,10 @@ export function buildApp(deps: AppDeps): App {
   const page = deps.graphiql ? graphiqlPage({ endpoint: yoga.graphqlEndpoint }) : undefined;
   const server = createServer(
     { connectionsCheckingInterval: 1_000 },
-    requestHandler({ ...deps, yoga, newConnection, page, console: deps.console ? consoleFiles() : undefined }),
+    requestHandler({ ...deps, yoga, newConnection, page, browsers, console: deps.console ? consoleFiles() : undefined }),
   );
   const guarded = guardConnections(server, connections);
-  const webSockets = attachWebSockets(server, { ...deps, yoga, admission, sessions, cost, mask, newConnection });
+  const webSockets = attachWebSockets(server, { ...deps, yoga, admission, sessions, cost, mask, newConnection, browsers });
   const stopWatching = deps.apiKeys.watch((keyIds) => sessions.revoke(keyIds));
 
   const closeStreams = () => {

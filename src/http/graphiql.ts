@@ -2,6 +2,8 @@
  * The GraphiQL page, served from this process (no CDN: it works offline). It is 9 MB of
  * HTML and script, so it is compressed once (brotli, or gzip for clients without it),
  * kept, and revalidated by ETag: a browser transfers about 2 MB the first time, nothing after.
+ * A strict CSP lets only its own script run (by hash) and no other site frame it, and headers
+ * typed into it (an API key) are not kept in the browser's storage.
  */
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -45,11 +47,39 @@ subscription RunEvents {
 }
 `;
 
+/**
+ * The page's CSP: its one inline script by hash (nothing injected could run), its editor's
+ * workers from the blob URLs that script makes, requests to this origin only, and framing by
+ * nobody. @throws when the page does not have the one inline script this expects (a new
+ * GraphiQL release: look at the page and update the policy)
+ */
+export function contentSecurityPolicy(html: string) {
+  const open = '<script>';
+  const start = html.indexOf(open, html.indexOf('<div id="root"></div>'));
+  const end = html.lastIndexOf('</script>');
+  if (start < 0 || end < start) throw new Error('the GraphiQL page has no inline script where expected');
+  const script = html.slice(start + open.length, end);
+  const hash = createHash('sha256').update(script).digest('base64');
+  return [
+    "default-src 'none'",
+    `script-src 'sha256-${hash}'`,
+    'worker-src blob:',
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
 const compressBrotli = promisify(brotliCompress);
 const compressGzip = promisify(gzip);
 
 interface Rendered {
   etag: string;
+  csp: string;
   identity: Buffer;
   br: Buffer;
   gzip: Buffer;
@@ -64,6 +94,8 @@ export function graphiqlPage({ endpoint }: { endpoint: string }) {
       defaultQuery: EXAMPLE_OPERATIONS,
       // GraphiQL's own requests carry the CSRF header (a page of this origin may set it; another site's cannot).
       additionalHeaders: { 'x-graphql-yoga-csrf': '1' },
+      // A key typed into the Headers tab stays in the tab: never written to localStorage.
+      shouldPersistHeaders: false,
     } as Parameters<typeof renderGraphiQL>[0]);
     const identity = Buffer.from(html);
     const [br, gz] = await Promise.all([
@@ -71,14 +103,28 @@ export function graphiqlPage({ endpoint }: { endpoint: string }) {
       compressBrotli(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 6 } }),
       compressGzip(identity, { level: 6 }),
     ]);
-    return { etag: `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`, identity, br, gzip: gz };
+    return {
+      etag: `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`,
+      csp: contentSecurityPolicy(html),
+      identity,
+      br,
+      gzip: gz,
+    };
   };
 
   return {
     async serve(req: IncomingMessage, res: ServerResponse) {
       rendered ??= render();
       const page = await rendered;
-      const headers = { etag: page.etag, 'cache-control': 'no-cache', vary: 'accept-encoding' };
+      const headers = {
+        etag: page.etag,
+        'cache-control': 'no-cache',
+        vary: 'accept-encoding',
+        'content-security-policy': page.csp,
+        'x-frame-options': 'DENY',
+        'x-content-type-options': 'nosniff',
+        'referrer-policy': 'no-referrer',
+      };
       if (req.headers['if-none-match'] === page.etag) {
         res.writeHead(304, headers);
         res.end();

@@ -9,6 +9,7 @@ import type { Logger } from '../lib/logger.ts';
 import { codes } from '../schema/error-codes.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { bearer } from './api-keys.ts';
+import type { BrowserPolicy } from './browsers.ts';
 import type { ConsoleFiles } from './console.ts';
 import type { graphiqlPage } from './graphiql.ts';
 import { type NewConnection, refusalOf, served } from './principals.ts';
@@ -19,6 +20,7 @@ export interface RouteDeps {
   apiKeys: ApiKeys;
   newConnection: NewConnection;
   maxBodyBytes: number;
+  browsers: BrowserPolicy;
   page?: ReturnType<typeof graphiqlPage>;
   /** The run console at `/`. */
   console?: ConsoleFiles;
@@ -74,6 +76,15 @@ export function requestHandler(deps: RouteDeps) {
   return (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url?.split('?')[0];
     if (probe(req, res, path, deps)) return;
+    const refusal = deps.browsers.refusal(req);
+    if (refusal) return refuse(req, res, 403, codes.forbidden, refusal);
+    for (const [name, value] of Object.entries(deps.browsers.corsHeaders(req) ?? {})) res.setHeader(name, value);
+    if (req.method === 'OPTIONS') {
+      // A preflight: answered here, before the key is asked for (a browser sends none with it).
+      res.writeHead(204, deps.browsers.preflightHeaders(req) ?? {});
+      res.end();
+      return;
+    }
     if (deps.console?.serve(req, res, path)) return;
     if (path === '/graphql' && page && wantsPage(req)) {
       void page.serve(req, res).catch((err) => {

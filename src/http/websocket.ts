@@ -14,6 +14,7 @@ import { codes } from '../schema/error-codes.ts';
 import type { SendBudget } from '../streams/send-budget.ts';
 import type { Admission, ConnectionSlot, Release } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
+import type { BrowserPolicy } from './browsers.ts';
 import type { ConnectionLimits } from './connections.ts';
 import { type CostRules, checkCost } from './cost.ts';
 import type { Mask } from './errors.ts';
@@ -39,6 +40,7 @@ export interface WebSocketDeps {
   connections: ConnectionLimits;
   maxBodyBytes: number;
   log: Logger;
+  browsers: BrowserPolicy;
 }
 
 /** What a WebSocket holds once its key is accepted. */
@@ -58,6 +60,15 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   server.on('upgrade', (req, socket, head) => {
     if (req.url?.split('?')[0] !== yoga.graphqlEndpoint) {
       socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    // A page on another site may open a WebSocket to any address (no preflight): refused by origin like HTTP.
+    const refusal = deps.browsers.refusal(req);
+    if (refusal) {
+      const body = Buffer.from(JSON.stringify({ errors: [{ message: refusal, extensions: { code: codes.forbidden } }] }));
+      socket.end(
+        `HTTP/1.1 403 Forbidden\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+      );
       return;
     }
     webSockets.handleUpgrade(req, socket, head, (ws) => webSockets.emit('connection', ws, req));

@@ -48,6 +48,9 @@ export function createYogaServer(options: YogaOptions) {
     maskedErrors: { maskError: options.mask, isDev: false },
     // One operation per request: a batch would multiply every limit.
     batching: false,
+    // Browsers are let in by origin before yoga sees a request (http/browsers.ts); yoga's own CORS
+    // would answer every origin with itself.
+    cors: false,
     // The body's size is settled before yoga sees the request (routes.ts: 413 over the limit, 411
     // without a Content-Length, and Node's parser reads no byte past it); yoga's own check pipes
     // every body through a stream of its own, about a twentieth of an append's server CPU.

@@ -3,6 +3,8 @@
  * /graphql loads in under 3 MB, runs a query and a subscription that shows an event appended
  * from outside, with no header typed; an EventSource resumes by itself after a restart.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
@@ -120,6 +122,88 @@ describeWithBrowser('in Chromium', () => {
     } finally {
       await page.close();
       await (restarted ?? server).server.stop();
+    }
+  });
+
+  test('GraphiQL runs under its CSP with no violation, may not be framed, and keeps no typed header in storage', async () => {
+    const page = await browser.context.newPage();
+    const violations: string[] = [];
+    page.on('console', (message) => {
+      if (/Content Security Policy|Refused to/i.test(message.text())) violations.push(message.text());
+    });
+    const response = await page.goto(`${api.url}?query=${encodeURIComponent('{ viewer { tenant } }')}`);
+    const headers = response?.headers() ?? {};
+    expect(headers['content-security-policy']).toMatch(/frame-ancestors 'none'/);
+    expect(headers['content-security-policy']).toMatch(/script-src 'sha256-[A-Za-z0-9+/=]+'/);
+    expect(headers['x-frame-options']).toBe('DENY');
+    const secret = 'typed-secret-key-0123456789';
+    await page.locator('.graphiql-execute-button').waitFor({ timeout: 60_000 });
+    await page.getByRole('button', { name: /^Headers$/ }).click();
+    const headerEditor = page.locator('.graphiql-editor-tool .graphiql-editor').last();
+    await headerEditor.click();
+    // Inserted whole (typing would meet the editor's closing brackets).
+    await page.keyboard.insertText(`{"x-note": "${secret}"}`);
+    await waitFor(async () => (await textOf(page, '.graphiql-editor-tool')).includes(secret), {
+      timeoutMs: 30_000,
+      what: 'the typed header',
+    });
+    await waitFor(
+      async () => {
+        if ((await responseText(page)).includes('default')) return true;
+        await page.locator('.graphiql-execute-button').click();
+        return false;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, what: 'the query result' },
+    );
+    // GraphiQL writes a tab (query, variables and, when it persists them, headers) together, debounced: once the query is kept, look.
+    const stored = () => page.evaluate(() => JSON.stringify({ ...localStorage, ...sessionStorage }));
+    await waitFor(async () => (await stored()).includes('viewer { tenant }'), { timeoutMs: 30_000, what: 'the tab to be stored' });
+    expect(await stored()).not.toContain(secret);
+    expect(violations).toEqual([]);
+    await page.close();
+  });
+
+  test('a page on another origin cannot frame GraphiQL, create a run (even by a simple request), or open a WebSocket', async () => {
+    const other = createServer((_, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<!doctype html><iframe id="frame" src="${api.url}"></iframe>`);
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const page = await browser.context.newPage();
+    try {
+      await page.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+      const id = uniqueName('cross');
+      const outcome = await page.evaluate(
+        async ({ url, id }) => {
+          const body = JSON.stringify({ query: `mutation { createRun(input: { id: "${id}", task: "t", budgetCap: 1 }) { __typename } }` });
+          // text/plain needs no preflight: the browser sends it, the server must refuse it.
+          const simple = await fetch(url, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body }).then(
+            () => 'sent',
+            (err) => String(err),
+          );
+          const cors = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(
+            (r) => `status ${r.status}`,
+            () => 'blocked',
+          );
+          const socket = await new Promise<string>((resolve) => {
+            const ws = new WebSocket(url.replace(/^http/, 'ws'), 'graphql-transport-ws');
+            ws.onopen = () => resolve('open');
+            ws.onerror = () => resolve('refused');
+          });
+          return { simple, cors, socket };
+        },
+        { url: api.url, id },
+      );
+      expect(outcome.cors).toBe('blocked');
+      expect(outcome.socket).toBe('refused');
+      expect((await api.gql(`query { run(id: "${id}", consistent: true) { id } }`)).data.run).toBeNull();
+      // The frame stays empty: its document never became GraphiQL's.
+      const framed = page.frames().find((frame) => frame !== page.mainFrame());
+      const title = await framed?.title().catch(() => '');
+      expect(title).not.toBe('Runplane · GraphiQL');
+    } finally {
+      await page.close();
+      other.close();
     }
   });
 });
