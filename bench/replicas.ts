@@ -130,7 +130,7 @@ export async function replicasBench(samples = 80): Promise<ReplicasResult> {
       samples,
     );
     await Promise.all(alone.map((r) => r.child.stop()));
-    const env = { RUNPLANE_REDIS_URL: redis.url };
+    const env = { RUNPLANE_REDIS_URL: redis.url, RUNPLANE_REDIS_SECRET: 'replicas-of-the-benchmark-share-this-secret' };
     const shared = [await replica(engineEndpoint, 'shared', env)];
     shared.push(...(await Promise.all([1, 2].map(() => replica(engineEndpoint, 'shared', env)))));
     started.push(...shared.map((r) => r.child));

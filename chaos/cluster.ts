@@ -7,9 +7,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { type BenchProcess, startProcess } from '../bench/server.ts';
 import type { FaultRule } from '../src/engine/faults.ts';
 import { type RedisProcess, startRedisProcess } from './redis.ts';
+
+/** The secret the chaos cluster's replicas seal their Redis entries with (a forger does not have it). */
+export const CHAOS_REDIS_SECRET = 'the-chaos-cluster-replicas-share-this-secret';
 
 /** Whether a port can be listened on now. */
 const canListen = (port: number) =>
@@ -49,6 +53,10 @@ export interface Cluster {
   /** With Redis (replicas coordinating): kill it and start it again, empty. */
   killRedis(): Promise<void>;
   startRedis(): Promise<void>;
+  /** With Redis: a command sent to it as anyone who can reach it could (CONFIG, XADD, XDEL, ...). */
+  redisCommand(command: string, ...args: (string | number)[]): Promise<unknown>;
+  /** The Redis Stream the replicas fan out through. */
+  redisStream: string;
   /** The index of the server holding the stream's shard now (by its /metrics), if one does. */
   shardOwner(): Promise<number | undefined>;
   stop(): Promise<void>;
@@ -66,7 +74,7 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
   if (redis) {
     redisProcess = await startRedisProcess(redisPort);
     // A short shard lease: a killed owner's shard is taken over within the scenario.
-    env = { RUNPLANE_REDIS_URL: redisProcess.url, RUNPLANE_SHARD_LEASE_SECONDS: '3', ...env };
+    env = { RUNPLANE_REDIS_URL: redisProcess.url, RUNPLANE_REDIS_SECRET: CHAOS_REDIS_SECRET, RUNPLANE_SHARD_LEASE_SECONDS: '3', ...env };
   }
   const engineEndpoint = `http://127.0.0.1:${enginePort}`;
   let engine: BenchProcess | undefined;
@@ -93,6 +101,12 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
       [],
       { quiet: true },
     );
+  };
+  let redisClient: Redis | undefined;
+  const redisCommand = async (command: string, ...args: (string | number)[]) => {
+    if (!redisProcess) throw new Error('this cluster has no Redis');
+    redisClient ??= new Redis(redisProcess.url, { maxRetriesPerRequest: 1 });
+    return redisClient.call(command, ...args);
   };
   const control = async (message: Record<string, unknown>) => {
     if (!engine) throw new Error('the engine is not running');
@@ -122,6 +136,8 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
     startServer,
     killRedis: async () => redisProcess?.kill(),
     startRedis: async () => redisProcess?.start(),
+    redisCommand,
+    redisStream: `runplane:${table}:changes`,
     async shardOwner() {
       const owned = await Promise.all(
         ports.map((port) =>
@@ -137,6 +153,7 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
     async stop() {
       await Promise.all(running.map((server) => server?.stop()));
       await engine?.stop();
+      redisClient?.disconnect();
       await redisProcess?.kill();
       rmSync(dataDir, { recursive: true, force: true });
     },

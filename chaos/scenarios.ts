@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../bench/clients.ts';
+import { sealEntry } from '../src/streams/fanout/entries.ts';
 import { eventItem } from '../src/table/codec.ts';
 import {
   checkAppends,
@@ -159,6 +160,69 @@ export const scenarios: Scenario[] = [
       await cluster.startRedis();
       await sleep(ms / 5);
       await killOwner();
+      return faults;
+    },
+  },
+  {
+    name: 'redis-full',
+    what: 'Redis fills up (maxmemory, noeviction) and refuses every write for a while: no fan-out, no heartbeat, no resync entry',
+    servers: 3,
+    redis: true,
+    async fault(cluster, ms) {
+      await sleep(ms / 4);
+      await cluster.redisCommand('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+      await cluster.redisCommand('CONFIG', 'SET', 'maxmemory', 1);
+      await sleep(ms / 2);
+      await cluster.redisCommand('CONFIG', 'SET', 'maxmemory', 0);
+      return 1;
+    },
+  },
+  {
+    name: 'redis-forgery',
+    what: 'someone who can reach Redis writes forged entries (the old format, a guessed seal, 1 MB of junk), replays real ones, and deletes real ones',
+    servers: 3,
+    redis: true,
+    async fault(cluster, ms) {
+      await sleep(ms / 5);
+      const until = performance.now() + (ms * 3) / 5;
+      let faults = 0;
+      const key = cluster.redisStream;
+      while (performance.now() < until) {
+        const recent = ((await cluster.redisCommand('XREVRANGE', key, '+', '-', 'COUNT', 20)) ?? []) as [string, string[]][];
+        // The next seq of a run a real entry names: a forged event there would be taken for the next one.
+        const real = recent
+          .map(([, fields]) => fields[fields.indexOf('value') + 1] ?? '')
+          .find((value) => value.includes('"kind":"event"'));
+        const named = real ? (JSON.parse(real) as { runId: string; event: { seq: number } }) : { runId: 'alpha', event: { seq: 1 } };
+        const forged = JSON.stringify({
+          kind: 'event',
+          tenant: 'default',
+          runId: named.runId,
+          event: {
+            runId: named.runId,
+            seq: named.event.seq + 1,
+            type: 'forged',
+            payload: { op: 'forged' },
+            createdAt: new Date().toISOString(),
+          },
+        });
+        await cluster.redisCommand('XADD', key, '*', 'from', 'forger', 'c', forged);
+        await cluster.redisCommand(
+          'XADD',
+          key,
+          '*',
+          ...sealEntry('a-guess-at-the-replicas-secret', { from: 'forger', n: ++faults, at: Date.now(), kind: 'change', value: forged }),
+        );
+        if (faults % 10 === 0) await cluster.redisCommand('XADD', key, '*', 'from', 'forger', 'c', 'x'.repeat(1024 * 1024));
+        const [newest] = recent;
+        if (newest) {
+          // Replayed as it was (a repeat), and deleted (a gap the replicas must notice).
+          await cluster.redisCommand('XADD', key, '*', ...newest[1]);
+          if (faults % 3 === 0) await cluster.redisCommand('XDEL', key, newest[0]);
+        }
+        faults += 3;
+        await sleep(50);
+      }
       return faults;
     },
   },

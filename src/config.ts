@@ -125,6 +125,10 @@ const env = z.object({
     .url('must be a URL such as redis://127.0.0.1:6379')
     .refine((u) => !URL.canParse(u) || /^rediss?:$/.test(new URL(u).protocol), 'must be a redis:// or rediss:// URL')
     .optional(),
+  RUNPLANE_REDIS_SECRET: z
+    .string()
+    .min(32, 'must be at least 32 characters (every replica of the table has the same one: openssl rand -hex 32)')
+    .optional(),
   RUNPLANE_SHARD_LEASE_SECONDS: whole(2, 300).default(10),
   RUNPLANE_REPLICA_ID: z.string().regex(ID_PATTERN, 'must be 1 to 128 letters, digits and . _ : - (not first)').optional(),
 });
@@ -172,6 +176,8 @@ export interface Config {
   /** Several replicas on one table: Redis for fan-out, stream shards read by lease (absent: one server alone). */
   readonly replicas?: {
     readonly redisUrl: string;
+    /** Seals every entry the replicas write to Redis; entries without its seal are dropped. */
+    readonly redisSecret: string;
     readonly replicaId: string;
     readonly shardLeaseSeconds: number;
   };
@@ -200,6 +206,11 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
   if (production && openByDefault && !e.RUNPLANE_ALLOW_OPEN) {
     throw new ConfigError(
       'bad configuration:\n  NODE_ENV=production with no API keys would serve every caller as one tenant: set RUNPLANE_API_KEYS or RUNPLANE_API_KEYS_FILE, or RUNPLANE_ALLOW_OPEN=true to run open on purpose',
+    );
+  }
+  if (e.RUNPLANE_REDIS_URL && !e.RUNPLANE_REDIS_SECRET) {
+    throw new ConfigError(
+      'bad configuration:\n  RUNPLANE_REDIS_URL is set without RUNPLANE_REDIS_SECRET: replicas trust only Redis entries sealed with a secret they share (at least 32 characters, the same on every replica: openssl rand -hex 32)',
     );
   }
   const on = (value: string | undefined, fallback: boolean) => (value === undefined ? fallback : value === 'true' || value === '1');
@@ -255,6 +266,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     replicas: e.RUNPLANE_REDIS_URL
       ? {
           redisUrl: e.RUNPLANE_REDIS_URL,
+          redisSecret: e.RUNPLANE_REDIS_SECRET as string,
           // Unique per process even when two are given one name: two holders by one name would both read a shard.
           replicaId: `${
             e.RUNPLANE_REPLICA_ID ??

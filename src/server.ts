@@ -119,6 +119,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       suggestions: !config.production,
       maxBodyBytes: config.maxBodyBytes,
       documents,
+      usageElsewhere: replicas ? (tenant) => replicas.usage.of(tenant) : undefined,
       browsers: { ...config.browsers, listenHost: config.host },
       limits: config.limits,
       connections: config.connections,
@@ -134,6 +135,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       },
     });
     const url = await app.start(config.port, config.host);
+    replicas?.usage.start(() => app.admission.usageByTenant());
     let stopping: Promise<void> | undefined;
     const stop = () => {
       stopping ??= (async () => {

@@ -77,9 +77,18 @@ describe('configuration from the environment', () => {
 
   test('replicas: RUNPLANE_REDIS_URL turns them on, each process a holder of its own; without it one server works alone', () => {
     expect(loadConfig({}).replicas).toBeUndefined();
-    const a = loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REPLICA_ID: 'api-1' }).replicas;
-    const b = loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REPLICA_ID: 'api-1' }).replicas;
-    expect(a).toMatchObject({ redisUrl: 'redis://127.0.0.1:6379', shardLeaseSeconds: 10 });
+    const secret = 'a-secret-of-at-least-thirty-two-characters';
+    const a = loadConfig({
+      RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379',
+      RUNPLANE_REDIS_SECRET: secret,
+      RUNPLANE_REPLICA_ID: 'api-1',
+    }).replicas;
+    const b = loadConfig({
+      RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379',
+      RUNPLANE_REDIS_SECRET: secret,
+      RUNPLANE_REPLICA_ID: 'api-1',
+    }).replicas;
+    expect(a).toMatchObject({ redisUrl: 'redis://127.0.0.1:6379', redisSecret: secret, shardLeaseSeconds: 10 });
     // One name given to two processes still makes two holders.
     expect(a?.replicaId).toMatch(/^api-1-\d+-[0-9a-f]{6}$/);
     expect(a?.replicaId).not.toBe(b?.replicaId);
@@ -90,14 +99,29 @@ describe('configuration from the environment', () => {
       /RUNPLANE_SHARD_LEASE_SECONDS="1": must be a whole number from 2 to 300/,
     );
     expect(() => loadConfig({ RUNPLANE_REPLICA_ID: '#1' })).toThrow(/RUNPLANE_REPLICA_ID="#1"/);
+    // Redis entries are trusted only when sealed with a shared secret: no secret, no replicas.
+    expect(() => loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379' })).toThrow(
+      /RUNPLANE_REDIS_URL is set without RUNPLANE_REDIS_SECRET/,
+    );
+    expect(() => loadConfig({ RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REDIS_SECRET: 'short' })).toThrow(
+      /RUNPLANE_REDIS_SECRET="short": must be at least 32 characters/,
+    );
   });
 
   test('the replicas compose file sets what the configuration accepts', () => {
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own interpolation, as the file holds it
+    const REQUIRED_SECRET = '"${RUNPLANE_REDIS_SECRET:?set RUNPLANE_REDIS_SECRET, the same for every replica (openssl rand -hex 32)}"';
     const compose = readFileSync('docker-compose.replicas.yml', 'utf8');
-    const values = (name: string) => [...compose.matchAll(new RegExp(`^\\s+${name}: (\\S+)$`, 'gm'))].map((m) => m[1] as string);
+    const values = (name: string) => [...compose.matchAll(new RegExp(`^\\s+${name}: (.+)$`, 'gm'))].map((m) => m[1] as string);
     expect(values('RUNPLANE_REDIS_URL')).toEqual(['redis://redis:6379', 'redis://redis:6379']);
+    // Both replicas take the one secret from the environment compose runs in, and compose refuses to start without it.
+    expect(values('RUNPLANE_REDIS_SECRET')).toEqual([REQUIRED_SECRET, REQUIRED_SECRET]);
     for (const id of values('RUNPLANE_REPLICA_ID')) {
-      expect(loadConfig({ RUNPLANE_REDIS_URL: 'redis://redis:6379', RUNPLANE_REPLICA_ID: id }).replicas?.replicaId).toContain(id);
+      const secret = 'the-compose-file-asks-for-one-of-32-characters';
+      expect(
+        loadConfig({ RUNPLANE_REDIS_URL: 'redis://redis:6379', RUNPLANE_REDIS_SECRET: secret, RUNPLANE_REPLICA_ID: id }).replicas
+          ?.replicaId,
+      ).toContain(id);
     }
   });
 });

@@ -54,7 +54,12 @@ export interface ConnectionSlot {
   readonly bucket: RateBucket;
 }
 
-export function createAdmission(limits: ConnectionLimits) {
+/** What a tenant holds open elsewhere (on the other replicas): counted against its caps with this server's own. */
+export type UsageElsewhere = (tenant: string) => { subscriptions: number; connections: number };
+
+const nowhere: UsageElsewhere = () => ({ subscriptions: 0, connections: 0 });
+
+export function createAdmission(limits: ConnectionLimits, elsewhere: UsageElsewhere = nowhere) {
   const subscriptions = new Map<string, number>();
   const connections = new Map<string, number>();
   const addressBuckets = new Map<string, RateBucket>();
@@ -93,7 +98,7 @@ export function createAdmission(limits: ConnectionLimits) {
 
     /** A WebSocket or an SSE stream of `tenant` opens. */
     connect(tenant: string): Release | GraphQLError {
-      if ((connections.get(tenant) ?? 0) >= limits.maxConnectionsPerTenant) {
+      if ((connections.get(tenant) ?? 0) + elsewhere(tenant).connections >= limits.maxConnectionsPerTenant) {
         return limited('Too many open connections for this tenant', 'RUNPLANE_MAX_CONNECTIONS_PER_TENANT', limits.maxConnectionsPerTenant);
       }
       count(connections, tenant, 1);
@@ -122,7 +127,7 @@ export function createAdmission(limits: ConnectionLimits) {
           limits.maxSubscriptionsPerConnection,
         );
       }
-      if ((subscriptions.get(tenant) ?? 0) >= limits.maxSubscriptionsPerTenant) {
+      if ((subscriptions.get(tenant) ?? 0) + elsewhere(tenant).subscriptions >= limits.maxSubscriptionsPerTenant) {
         return limited(
           'Too many open subscriptions for this tenant',
           'RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT',
@@ -137,8 +142,14 @@ export function createAdmission(limits: ConnectionLimits) {
       });
     },
 
-    /** Open subscriptions and connections of a tenant (for tests and metrics). */
+    /** Open subscriptions and connections of a tenant on this server (for tests and metrics). */
     usage: (tenant: string) => ({ subscriptions: subscriptions.get(tenant) ?? 0, connections: connections.get(tenant) ?? 0 }),
+
+    /** What every tenant holds open on this server (shared with the other replicas). */
+    *usageByTenant(): Iterable<[string, { subscriptions: number; connections: number }]> {
+      for (const tenant of new Set([...subscriptions.keys(), ...connections.keys()]))
+        yield [tenant, { subscriptions: subscriptions.get(tenant) ?? 0, connections: connections.get(tenant) ?? 0 }];
+    },
   };
 }
 

@@ -10,7 +10,7 @@ import type { Limits } from '../domain/limits.ts';
 import type { Principal } from '../domain/principal.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Connection, Context } from '../schema/context.ts';
-import { type Admission, createAdmission } from './admission.ts';
+import { type Admission, createAdmission, type UsageElsewhere } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { browserPolicy } from './browsers.ts';
 import { type ConnectionLimits, guardConnections } from './connections.ts';
@@ -52,6 +52,8 @@ export interface AppDeps {
   ready?: () => Promise<{ ready: boolean; reason?: string; degraded?: string }>;
   /** Where every connection's send budget adds what it holds (for /metrics). */
   sendBuffers?: { held: number };
+  /** What each tenant holds open on the other replicas (with Redis): the tenant caps count it too. */
+  usageElsewhere?: UsageElsewhere;
   /** Which DynamoDB failures are worth retrying (the client is told so). */
   availabilityOf: AvailabilityOf;
 }
@@ -78,7 +80,7 @@ const DEFAULT_PAGE_SIZE = 50;
 
 export function buildApp(deps: AppDeps): App {
   const { limits, connections, log } = deps;
-  const admission = createAdmission(connections);
+  const admission = createAdmission(connections, deps.usageElsewhere);
   const sessions = createSessions();
   const { documents } = deps;
   const browsers = browserPolicy({ ...deps.browsers, open: deps.apiKeys.open });

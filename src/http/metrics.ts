@@ -39,7 +39,8 @@ export interface MetricSources {
     readonly replicas?: {
       readonly ownership: { readonly owned: string[]; checkpointLag(): Array<{ shard: string; records: number; seconds: number }> };
       readonly fanout: {
-        readonly counts: { published: number; unsent: number; consumed: number; resyncs: number; lagMs: number };
+        readonly counts: { published: number; unsent: number; consumed: number; resyncs: number; lagMs: number; gaps: number };
+        readonly dropped: Readonly<Record<string, number>>;
         readonly degraded: string | undefined;
         readonly sendsInFlight: number;
       };
@@ -141,7 +142,8 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents }: M
 /** Shard ownership and Redis fan-out; one replica alone owns every shard it reads and has no Redis. */
 function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
   const lag = replicas?.ownership.checkpointLag() ?? [];
-  const counts = replicas?.fanout.counts ?? { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0 };
+  const counts = replicas?.fanout.counts ?? { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0, gaps: 0 };
+  const dropped = Object.entries(replicas?.fanout.dropped ?? {});
   const gauge = (name: string, help: string, value: number): Metric => ({ name, help, type: 'gauge', samples: [[undefined, value]] });
   const counter = (name: string, help: string, value: number): Metric => ({ name, help, type: 'counter', samples: [[undefined, value]] });
   return [
@@ -170,8 +172,23 @@ function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
       'Times subscribers re-read from the table because Redis lost or missed changes.',
       counts.resyncs,
     ),
+    {
+      name: 'runplane_redis_dropped_total',
+      help: 'Redis entries dropped unread, by why: not sealed with this table`s RUNPLANE_REDIS_SECRET (unauthenticated), too large, too old (stale), malformed, or repeated.',
+      type: 'counter',
+      samples: dropped.length > 0 ? dropped.map(([reason, n]) => [{ reason }, n]) : [[undefined, 0]],
+    },
+    counter(
+      'runplane_redis_gaps_total',
+      "Times another replica's entries were found missing (subscribers then re-read from the table).",
+      counts.gaps,
+    ),
     gauge('runplane_redis_consume_lag_ms', 'Age of the last change read from Redis when it was read.', counts.lagMs),
     gauge('runplane_redis_sends_in_flight', 'Sends to Redis awaiting its answer.', replicas?.fanout.sendsInFlight ?? 0),
-    gauge('runplane_redis_degraded', '1 while the link to Redis is down or changes went unsent.', replicas?.fanout.degraded ? 1 : 0),
+    gauge(
+      'runplane_redis_degraded',
+      '1 while the link to Redis is down, changes went unsent, or a shard reader is not heard from (subscribers are filled from the table meanwhile).',
+      replicas?.fanout.degraded ? 1 : 0,
+    ),
   ];
 }

@@ -104,6 +104,8 @@ class EventFeed {
         this.recheckDue = this.holes.steppedOver.length > 0;
         this.fill();
       },
+      // What is new in the table (a fill already running reads it, or runs once more).
+      refill: () => this.fill(),
     });
   }
 

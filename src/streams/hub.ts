@@ -8,6 +8,12 @@ export interface Listener {
   change(change: Change): void;
   /** Changes may have been lost (a trimmed or vanished stream): re-read from the table. */
   resync(): void;
+  /**
+   * Changes may not be arriving (Redis is degraded): read what is new from the table, now and
+   * again until they do. A feed that cannot read the table this way (a tenant-wide one) ignores
+   * it and is resynced once it ends.
+   */
+  refill?(): void;
 }
 
 export class Hub {
@@ -24,6 +30,10 @@ export class Hub {
 
   resync() {
     for (const set of this.listeners.values()) for (const listener of set) this.call(() => listener.resync());
+  }
+
+  refill() {
+    for (const set of this.listeners.values()) for (const listener of set) if (listener.refill) this.call(() => listener.refill?.());
   }
 
   private call(notify: () => void) {

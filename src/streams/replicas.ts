@@ -8,11 +8,14 @@ import type { Logger } from '../lib/logger.ts';
 import type { ShardLeases } from '../store/leases/shards.ts';
 import type { Change } from './changes.ts';
 import { RedisFanout } from './fanout/redis.ts';
+import { SharedUsage } from './fanout/usage.ts';
 import type { Hub } from './hub.ts';
 import { ShardOwnership } from './ownership.ts';
 
 export interface ReplicaOptions {
   redisUrl: string;
+  /** Seals every Redis entry (RUNPLANE_REDIS_SECRET): entries without its seal are dropped. */
+  redisSecret: string;
   /** Keys in Redis are named after the table: replicas of one table find each other. */
   tableName: string;
   replicaId: string;
@@ -23,11 +26,22 @@ export interface ReplicaOptions {
   maxSendsInFlight?: number;
 }
 
+/** The largest change sent through Redis: above any event the API accepts, and DynamoDB's 400 KB item as JSON. */
+export const MAX_ENTRY_BYTES = 1024 * 1024;
+/** While degraded, subscribers are filled from the table this often. */
+export const DEGRADED_FILL_MS = 1_000;
+
 export type Replicas = ReturnType<typeof createReplicas>;
 
 export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
+  // Made below; the fan-out's heartbeats ask it how many shards this replica reads.
+  let ownership: ShardOwnership | undefined;
   const fanout = new RedisFanout({
     url: options.redisUrl,
+    secret: options.redisSecret,
+    maxEntryBytes: MAX_ENTRY_BYTES,
+    shardsOwned: () => ownership?.owned.length ?? 0,
+    shardLeaseMs: options.shardLeaseSeconds * 1000,
     prefix: `runplane:${options.tableName}`,
     replicaId: options.replicaId,
     onChange: (change) => hub.publish(change),
@@ -39,7 +53,7 @@ export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
     maxSendsInFlight: options.maxSendsInFlight,
   });
   const roundMs = (options.shardLeaseSeconds * 1000) / 3;
-  const ownership = new ShardOwnership({
+  ownership = new ShardOwnership({
     leases: options.leases,
     replicaId: options.replicaId,
     ttlSeconds: options.shardLeaseSeconds,
@@ -47,12 +61,30 @@ export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
     replicas: () => fanout.replicas(options.shardLeaseSeconds * 1000),
     log,
   });
+  // Per-tenant caps counted over every replica (what each holds, shared each second).
+  const usage = new SharedUsage({
+    redis: fanout.connection,
+    prefix: `runplane:${options.tableName}`,
+    replicaId: options.replicaId,
+    secret: options.redisSecret,
+    replicas: () => fanout.members(options.shardLeaseSeconds * 1000),
+  });
   const stopping = new AbortController();
   let rounds: Promise<void> | undefined;
+  // While degraded, the feeds read from the table each interval; when it ends, once more (every feed, tenant-wide ones too).
+  let wasDegraded = false;
+  const filling = setInterval(() => {
+    const degraded = fanout.degraded !== undefined;
+    if (degraded) hub.refill();
+    else if (wasDegraded) hub.resync();
+    wasDegraded = degraded;
+  }, DEGRADED_FILL_MS);
+  filling.unref();
 
   return {
     fanout,
-    ownership,
+    usage,
+    ownership: ownership as ShardOwnership,
     replicaId: options.replicaId,
     /** A change this replica learned of first: its own subscribers now, the others through Redis. */
     publish(change: Change) {
@@ -86,10 +118,12 @@ export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
     },
     /** Rounds stop first; once the poller has stopped, `leave` hands the shards back and leaves Redis. */
     async stopRounds() {
+      clearInterval(filling);
       stopping.abort();
       await rounds;
     },
     async leave() {
+      await usage.stop();
       await ownership.handBackAll();
       await fanout.stop();
     },

@@ -75,6 +75,7 @@ export function runFeed(
   };
 
   let ready = false;
+  let rereading: Promise<unknown> | undefined;
   const early: Parameters<typeof apply>[0][] = [];
   const unsubscribe = hub.subscribe(topics.run(tenant, runId), {
     change(change) {
@@ -87,6 +88,16 @@ export function runFeed(
       reread()
         .then((state) => apply(state) && emit())
         .catch(onError);
+    },
+    refill() {
+      // One read at a time: a slow table does not pile reads up.
+      if (rereading) return;
+      rereading = reread()
+        .then((state) => apply(state) && emit())
+        .catch(onError)
+        .finally(() => {
+          rereading = undefined;
+        });
     },
   });
 
@@ -112,6 +123,7 @@ export function leaseFeed(
   let lease: Lease | null = null;
   const out = new Latest<Lease>({ budget, onClose: () => unsubscribe() });
   let ready = false;
+  let rereading: Promise<unknown> | undefined;
   const early: Lease[] = [];
   const apply = (next: Lease | null) => {
     if (!newer(next, lease)) return false;
@@ -129,6 +141,16 @@ export function leaseFeed(
         .read(tenant, unitId)
         .then((current) => apply(current) && lease && out.push(lease))
         .catch(onError);
+    },
+    refill() {
+      if (rereading) return;
+      rereading = stores.leases
+        .read(tenant, unitId)
+        .then((current) => apply(current) && lease && out.push(lease))
+        .catch(onError)
+        .finally(() => {
+          rereading = undefined;
+        });
     },
   });
   stores.leases

@@ -2,13 +2,17 @@
  * The Redis fan-out between two replicas, on a real redis-server of this file's own: changes
  * cross with their dates intact; sends in flight and the stream kept in Redis are bounded
  * (both bounds reached here), and a replica that could not send tells the others to re-read
- * from the table once Redis answers again.
+ * from the table once Redis answers again. Entries are trusted only when sealed with the
+ * replicas' secret: forged, altered, oversized, replayed and malformed ones are dropped and
+ * counted (one log line per interval), and a sender's missing entry sends everyone to the table.
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import type { Change } from '../../src/streams/changes.ts';
 import { decodeChange, encodeChange } from '../../src/streams/fanout/codec.ts';
+import { type Entry, openEntry, SenderCounts, sealEntry } from '../../src/streams/fanout/entries.ts';
+import { Heartbeats } from '../../src/streams/fanout/heartbeats.ts';
 import { RedisFanout } from '../../src/streams/fanout/redis.ts';
 import { uniqueName } from '../support/aws.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
@@ -31,15 +35,22 @@ const event = (seq: number): Change => ({
   event: { runId: 'r1', seq, type: 'step', payload: { n: seq }, createdAt: new Date(1_700_000_000_000 + seq) },
 });
 
-function replica(prefix: string, name: string, options: { maxSendsInFlight?: number; maxLen?: number } = {}) {
-  const got = { changes: [] as Change[], resyncs: [] as string[] };
+const SECRET = 'the-replicas-of-this-test-share-it';
+const MAX_ENTRY = 64 * 1024;
+
+function replica(prefix: string, name: string, options: { maxSendsInFlight?: number; maxLen?: number; shards?: number } = {}) {
+  const got = { changes: [] as Change[], resyncs: [] as string[], warnings: [] as string[] };
   const fanout = new RedisFanout({
     url: redis.url,
+    secret: SECRET,
+    maxEntryBytes: MAX_ENTRY,
+    shardsOwned: () => options.shards ?? 0,
+    shardLeaseMs: 4_000,
     prefix,
     replicaId: name,
     onChange: (change) => got.changes.push(change),
     onResync: (reason) => got.resyncs.push(reason),
-    log: silentLogger,
+    log: { ...silentLogger, warn: (line: string) => got.warnings.push(line) },
     ...options,
   });
   leftovers.push(fanout);
@@ -121,5 +132,142 @@ describe.skipIf(noRedis)('over Redis', () => {
     } finally {
       direct.disconnect();
     }
+  });
+
+  test('entries not sealed by a replica (forged, altered, oversized, malformed, replayed) never reach a feed, are counted, and are told of in one line', async () => {
+    const prefix = uniqueName('fan');
+    const a = replica(prefix, 'a');
+    const b = replica(prefix, 'b');
+    await Promise.all([a.fanout.start(), b.fanout.start()]);
+    const direct = new Redis(redis.url);
+    const key = `${prefix}:changes`;
+    try {
+      const forged = encodeChange(event(3));
+      // The old format, as anyone who can reach Redis could write it.
+      await direct.xadd(key, '*', 'from', 'a', 'c', forged);
+      // The new format with a seal made without the secret.
+      const entry: Entry = { from: 'a', n: 1, at: Date.now(), kind: 'change', value: forged };
+      await direct.xadd(key, '*', ...sealEntry('not-the-secret-of-these-replicas', entry));
+      // A real seal, on an altered value.
+      const sealed = sealEntry(SECRET, { ...entry, n: 2 });
+      sealed[11] = encodeChange(event(4));
+      await direct.xadd(key, '*', ...sealed);
+      // Oversized, and an old entry replayed.
+      await direct.xadd(key, '*', ...sealEntry(SECRET, { ...entry, n: 3, value: 'x'.repeat(MAX_ENTRY + 1) }));
+      await direct.xadd(key, '*', ...sealEntry(SECRET, { ...entry, n: 4, at: Date.now() - 120_000 }));
+      for (let i = 0; i < 40; i++) await direct.xadd(key, '*', 'garbage', String(i));
+      // Then the real change from a.
+      a.fanout.publish(event(1));
+      await waitFor(() => b.got.changes.length === 1, { timeoutMs: 10_000, what: 'the real change' });
+      expect(b.got.changes).toEqual([event(1)]);
+      expect(b.fanout.dropped).toMatchObject({ malformed: 41, unauthenticated: 2, oversized: 1, stale: 1 });
+      expect(b.got.warnings.filter((line) => /dropped/.test(line))).toHaveLength(1);
+      expect(b.got.warnings[0]).toMatch(/^Redis: dropped \d+ (malformed|unauthenticated)/);
+    } finally {
+      direct.disconnect();
+    }
+  });
+
+  test('a sealed entry repeated is dropped; one of a sender`s entries missing sends the receiver to the table', async () => {
+    const prefix = uniqueName('fan');
+    const b = replica(prefix, 'b');
+    await b.fanout.start();
+    const direct = new Redis(redis.url);
+    const key = `${prefix}:changes`;
+    try {
+      const send = (n: number, seq: number) =>
+        direct.xadd(key, '*', ...sealEntry(SECRET, { from: 'a', n, at: Date.now(), kind: 'change', value: encodeChange(event(seq)) }));
+      await send(1, 1);
+      await send(1, 1);
+      await send(2, 2);
+      await waitFor(() => b.got.changes.length === 2, { timeoutMs: 10_000, what: 'two changes' });
+      expect(b.fanout.dropped.repeat).toBe(1);
+      expect(b.got.resyncs).toEqual([]);
+      // Entry 3 never arrives (deleted in Redis, or never sent): 4 says so.
+      await send(4, 4);
+      await waitFor(() => b.got.resyncs.length === 1, { timeoutMs: 10_000, what: 'the gap to be noticed' });
+      expect(b.got.resyncs[0]).toMatch(/entries from replica a were lost/);
+      expect(b.got.changes.map((c) => (c.kind === 'event' ? c.event.seq : 0))).toEqual([1, 2, 4]);
+    } finally {
+      direct.disconnect();
+    }
+  });
+
+  test('a change too large for an entry is not sent: the others are told to read the table instead', async () => {
+    const prefix = uniqueName('fan');
+    const a = replica(prefix, 'a');
+    const b = replica(prefix, 'b');
+    await Promise.all([a.fanout.start(), b.fanout.start()]);
+    const small = event(1) as Extract<Change, { kind: 'event' }>;
+    const big: Change = { ...small, event: { ...small.event, payload: 'x'.repeat(MAX_ENTRY) } };
+    a.fanout.publish(big);
+    expect(a.fanout.degraded).toMatch(/could not be sent/);
+    await waitFor(() => b.got.resyncs.some((r) => /replica a could not send/.test(r)), { timeoutMs: 10_000, what: 'the resync' });
+    expect(b.got.changes).toEqual([]);
+  });
+
+  test('heartbeats: a shard reader heard from keeps the others ready; a leaving one is forgotten at once', async () => {
+    const prefix = uniqueName('fan');
+    const a = replica(prefix, 'a', { shards: 2 });
+    const b = replica(prefix, 'b');
+    await Promise.all([a.fanout.start(), b.fanout.start()]);
+    // What must hold is that nothing happens for longer than the bound: so this waits out the bound.
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    expect(b.fanout.degraded).toBeUndefined();
+    await a.fanout.stop();
+    expect(b.fanout.degraded).toBeUndefined();
+  });
+});
+
+describe('the seal, the counts and the beats on their own', () => {
+  const rules = { secret: SECRET, maxValueLength: 100, maxAgeMs: 60_000, now: () => 1_000_000 };
+  const entry: Entry = { from: 'r1', n: 7, at: 1_000_000, kind: 'change', value: '{"kind":"event"}' };
+
+  test('a sealed entry opens as it was; any field changed does not', () => {
+    expect(openEntry(sealEntry(SECRET, entry), rules)).toEqual(entry);
+    for (const index of [3, 5, 7, 9, 11]) {
+      const fields = sealEntry(SECRET, entry);
+      fields[index] = index === 5 || index === 7 ? '8' : index === 9 ? 'resync' : `${fields[index]}x`;
+      expect(openEntry(fields, rules)).toBe('unauthenticated');
+    }
+    expect(openEntry(sealEntry(SECRET, { ...entry, at: 1_000_000 - 61_000 }), rules)).toBe('stale');
+    expect(openEntry(sealEntry(SECRET, { ...entry, at: 1_000_000 + 61_000 }), rules)).toBe('stale');
+    expect(openEntry(sealEntry(SECRET, { ...entry, value: 'x'.repeat(101) }), rules)).toBe('oversized');
+    expect(openEntry(['from', 'r1', 'c', '{}'], rules)).toBe('malformed');
+    const fields = sealEntry(SECRET, entry);
+    fields[13] = 'zz';
+    expect(openEntry(fields, rules)).toBe('malformed');
+  });
+
+  test('sender counts: next, repeat, gap; a sender first seen mid-way is taken as it comes', () => {
+    const counts = new SenderCounts();
+    expect([
+      counts.check('a', 5),
+      counts.check('a', 6),
+      counts.check('a', 6),
+      counts.check('a', 3),
+      counts.check('a', 9),
+      counts.check('a', 10),
+    ]).toEqual(['next', 'next', 'repeat', 'repeat', 'gap', 'next']);
+    expect(counts.check('b', 1)).toBe('next');
+  });
+
+  test('heartbeats: a shard reader quiet past the bound is silent, forgotten past the lease; a replica reading no shard is never awaited', () => {
+    let now = 0;
+    const beats = new Heartbeats({ boundMs: 3_000, forgetMs: 7_000, now: () => now });
+    beats.beat('reader', 2);
+    beats.beat('idle', 0);
+    now = 3_000;
+    expect(beats.silent()).toEqual([]);
+    now = 3_001;
+    expect(beats.silent()).toEqual(['reader']);
+    beats.beat('reader', 2);
+    expect(beats.silent()).toEqual([]);
+    now = 3_001 + 7_001;
+    expect(beats.silent()).toEqual([]);
+    beats.beat('leaving', 1);
+    beats.beat('leaving', 0);
+    now += 4_000;
+    expect(beats.silent()).toEqual([]);
   });
 });

@@ -13,6 +13,9 @@ export interface Replica extends MainProcess {
   gql<T = Record<string, unknown>>(query: string, variables?: Record<string, unknown>): Promise<{ data?: T; errors?: unknown[] }>;
 }
 
+/** The secret every replica of the tests seals its Redis entries with. */
+export const TEST_REDIS_SECRET = 'replicas-of-the-tests-share-this-secret';
+
 export async function startReplica(options: {
   table: string;
   redisUrl: string;
@@ -26,6 +29,7 @@ export async function startReplica(options: {
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     RUNPLANE_TABLE: options.table,
     RUNPLANE_REDIS_URL: options.redisUrl,
+    RUNPLANE_REDIS_SECRET: TEST_REDIS_SECRET,
     RUNPLANE_SHARD_LEASE_SECONDS: String(options.leaseSeconds ?? 4),
     RUNPLANE_GRAPHIQL: 'false',
     ...options.env,

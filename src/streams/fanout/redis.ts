@@ -2,14 +2,20 @@
  * Fan-out between replicas over one Redis Stream. A replica appends (XADD, MAXLEN bounded)
  * every change it learns of first: its own API writes at once, and the records of the stream
  * shards it holds. It reads every other replica's from the last id it read (XREAD), so a
- * short drop loses nothing. Redis is a fast path, not the record: when this replica's link
- * breaks it is degraded; once the link is back its subscribers re-read from the table, and if
- * it failed to send anything, a resync entry tells every other replica to do the same.
+ * short drop loses nothing. Redis is a fast path, not the record, and not trusted: every
+ * entry is sealed with the replicas' secret and counted per sender (fanout/entries.ts), so a
+ * forged, altered or replayed entry is dropped and a missing one sends subscribers to the
+ * table. When this replica's link breaks, its sends fail, or a shard reader goes quiet
+ * (fanout/heartbeats.ts), it is degraded; once that ends its subscribers re-read from the
+ * table, and if it failed to send anything, a resync entry tells every other replica to do
+ * the same.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger.ts';
 import type { Change } from '../changes.ts';
 import { decodeChange, encodeChange } from './codec.ts';
+import { type Dropped, type EntryKind, openEntry, SenderCounts, sealEntry } from './entries.ts';
+import { Heartbeats } from './heartbeats.ts';
 
 /** Entries the stream keeps (about: trimmed by whole nodes); a replica further behind re-reads from the table. */
 export const STREAM_MAX_LEN = 100_000;
@@ -22,9 +28,25 @@ const BLOCK_MS = 1_000;
 const READ_GRACE_MS = 2_000;
 /** Pause between reads while Redis is unreachable. */
 const RETRY_MS = 250;
+/** How often a replica says it is alive (and how many shards it reads). */
+export const HEARTBEAT_MS = 1_000;
+/** A shard reader unheard for this long makes the others degraded. */
+export const HEARTBEAT_BOUND_MS = 3_000;
+/** An entry older than this is a replay (or a replica far behind): dropped, and the table re-read. */
+const MAX_ENTRY_AGE_MS = 60_000;
+/** Dropped entries are told of at most once per this long (one log line, not one per entry). */
+const DROP_LOG_MS = 10_000;
 
 export interface FanoutOptions {
   url: string;
+  /** The replicas' shared secret: every entry is sealed with it, and one without a valid seal is dropped. */
+  secret: string;
+  /** The largest entry value sent or accepted (a larger change is not sent: the others re-read from the table). */
+  maxEntryBytes: number;
+  /** Stream shards this replica reads now (told in its heartbeats). */
+  shardsOwned: () => number;
+  /** How long a shard lease lasts: a replica unheard for longer is gone. */
+  shardLeaseMs: number;
   /** Prefix of the keys: the replicas of one table share it. */
   prefix: string;
   replicaId: string;
@@ -35,6 +57,8 @@ export interface FanoutOptions {
   log: Logger;
   maxSendsInFlight?: number;
   maxLen?: number;
+  heartbeatMs?: number;
+  now?: () => number;
 }
 
 export class RedisFanout {
@@ -50,7 +74,16 @@ export class RedisFanout {
   private inFlight = 0;
   private stopped = false;
   private loop: Promise<void> | undefined;
-  readonly counts = { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0 };
+  /** Entries this replica has sent (each gets the next count). */
+  private sent = 0;
+  private readonly senders = new SenderCounts();
+  private readonly heartbeats: Heartbeats;
+  private beating: NodeJS.Timeout | undefined;
+  private readonly dropsSinceLog: Partial<Record<Dropped | 'repeat', number>> = {};
+  private dropLoggedAt = 0;
+  readonly counts = { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0, dropped: 0, gaps: 0 };
+  /** Entries dropped, by why. */
+  readonly dropped: Record<Dropped | 'repeat', number> = { unauthenticated: 0, oversized: 0, malformed: 0, stale: 0, repeat: 0 };
 
   constructor(private readonly options: FanoutOptions) {
     this.key = `${options.prefix}:changes`;
@@ -60,12 +93,20 @@ export class RedisFanout {
     this.pub = new Redis(options.url, settings);
     this.sub = new Redis(options.url, settings);
     for (const client of [this.pub, this.sub]) client.on('error', () => {});
+    this.heartbeats = new Heartbeats({
+      boundMs: HEARTBEAT_BOUND_MS,
+      forgetMs: options.shardLeaseMs + HEARTBEAT_BOUND_MS,
+      now: options.now,
+    });
   }
 
-  /** Why the replica is degraded, or undefined. */
+  /** Why the replica is degraded (its subscribers are filled from the table meanwhile), or undefined. */
   get degraded() {
     if (this.broken) return `Redis unreachable (${this.broken}): subscribers are filled from the table meanwhile`;
-    if (this.unsent) return 'changes could not be sent to Redis: the other replicas will re-read from the table';
+    if (this.unsent) return 'changes could not be sent to Redis: subscribers are filled from the table meanwhile';
+    const silent = this.heartbeats.silent();
+    if (silent.length > 0)
+      return `no heartbeat through Redis from ${silent.slice(0, 3).join(', ')} (reading stream shards) for over ${HEARTBEAT_BOUND_MS} ms: subscribers are filled from the table meanwhile`;
     return undefined;
   }
 
@@ -83,19 +124,33 @@ export class RedisFanout {
       this.breaks(err);
     }
     this.loop = this.consume();
+    this.beat();
+    this.beating = setInterval(() => this.beat(), this.options.heartbeatMs ?? HEARTBEAT_MS);
+    this.beating.unref();
+  }
+
+  /** Says this replica is alive, and how many shards it reads; a beat that cannot go makes this replica degraded. */
+  private beat(shards = this.options.shardsOwned()) {
+    if (this.pub.status !== 'ready') return;
+    this.send('beat', JSON.stringify({ shards })).catch(() => {
+      this.counts.unsent++;
+      this.unsent = true;
+    });
   }
 
   /** Sends a change to the other replicas (never waits; a change that cannot go is counted and resynced). */
   publish(change: Change) {
     if (this.stopped) return;
     const limit = this.options.maxSendsInFlight ?? MAX_SENDS_IN_FLIGHT;
-    if (this.pub.status !== 'ready' || this.inFlight >= limit) {
+    const value = encodeChange(change);
+    // Too large for an entry (an item written around the API can be): the others read it from the table.
+    if (this.pub.status !== 'ready' || this.inFlight >= limit || value.length > this.options.maxEntryBytes) {
       this.counts.unsent++;
       this.unsent = true;
       return;
     }
     this.inFlight++;
-    this.send('c', encodeChange(change))
+    this.send('change', value)
       .then(
         () => this.counts.published++,
         () => {
@@ -124,19 +179,37 @@ export class RedisFanout {
     return typeof count === 'number' ? count : undefined;
   }
 
+  /** The ids of the replicas alive (seen within `staleMs`), this one included once it has counted itself. */
+  async members(staleMs: number) {
+    return this.pub.zrangebyscore(this.membersKey, Date.now() - staleMs, '+inf');
+  }
+
+  /** The connection this replica writes to Redis on (for what else it shares there). */
+  get connection() {
+    return this.pub;
+  }
+
   async stop() {
     if (this.stopped) return;
     this.stopped = true;
-    // Leaving: the others count one replica fewer at once.
-    await Promise.race([this.pub.zrem(this.membersKey, this.options.replicaId).catch(() => {}), new Promise((r) => setTimeout(r, 500))]);
+    clearInterval(this.beating);
+    // Leaving: the others count one replica fewer at once, and expect no more beats from it.
+    await Promise.race([
+      Promise.all([
+        this.pub.zrem(this.membersKey, this.options.replicaId).catch(() => {}),
+        this.send('beat', JSON.stringify({ shards: 0 })).catch(() => {}),
+      ]),
+      new Promise((r) => setTimeout(r, 500)),
+    ]);
     this.sub.disconnect();
     await this.loop;
     this.pub.disconnect();
   }
 
-  private send(kind: 'c' | 'resync', value: string) {
+  private send(kind: EntryKind, value: string) {
     const maxLen = this.options.maxLen ?? STREAM_MAX_LEN;
-    return this.pub.xadd(this.key, 'MAXLEN', '~', maxLen, '*', 'from', this.options.replicaId, kind, value);
+    const entry = { from: this.options.replicaId, n: ++this.sent, at: (this.options.now ?? Date.now)(), kind, value };
+    return this.pub.xadd(this.key, 'MAXLEN', '~', maxLen, '*', ...sealEntry(this.options.secret, entry));
   }
 
   private breaks(err: unknown) {
@@ -192,22 +265,68 @@ export class RedisFanout {
   }
 
   private handle(batch: [string, string[]][]) {
+    const rules = {
+      secret: this.options.secret,
+      maxValueLength: this.options.maxEntryBytes,
+      maxAgeMs: MAX_ENTRY_AGE_MS,
+      now: this.options.now,
+    };
     for (const [id, fields] of batch) {
       this.lastId = id;
-      const [, from, kind, value] = fields;
-      if (from === this.options.replicaId) continue;
-      this.counts.consumed++;
-      this.counts.lagMs = Math.max(0, Date.now() - Number(id.split('-')[0]));
-      if (kind === 'resync') {
-        this.resync(`replica ${value} could not send some changes`);
+      const entry = openEntry(fields, rules);
+      if (typeof entry === 'string') {
+        // Not a replica's (forged, altered, replayed, too large): it never reaches a feed.
+        this.drop(entry);
         continue;
       }
-      try {
-        this.options.onChange(decodeChange(String(value)));
-      } catch (err) {
-        this.options.log.warn(`Redis: entry ${id} skipped: ${err instanceof Error ? err.message : String(err)}`);
+      if (entry.from === this.options.replicaId) continue;
+      const order = this.senders.check(entry.from, entry.n);
+      if (order === 'repeat') {
+        this.drop('repeat');
+        continue;
+      }
+      this.counts.consumed++;
+      this.counts.lagMs = Math.max(0, Date.now() - Number(id.split('-')[0]));
+      if (order === 'gap') {
+        // Some of its entries never arrived (dropped, deleted, unsent): what they said is in the table.
+        this.counts.gaps++;
+        this.resync(`entries from replica ${entry.from} were lost in Redis`);
+      }
+      if (entry.kind === 'beat') this.heartbeats.beat(entry.from, shardsOf(entry.value));
+      else if (entry.kind === 'resync') this.resync(`replica ${entry.from} could not send some changes`);
+      else {
+        let change: Change;
+        try {
+          change = decodeChange(entry.value);
+        } catch {
+          // Sealed by a replica yet not a change this version reads (another version mid-upgrade): re-read from the table.
+          this.drop('malformed');
+          this.resync(`an entry of replica ${entry.from} could not be read`);
+          continue;
+        }
+        this.options.onChange(change);
       }
     }
+    this.logDrops();
+  }
+
+  private drop(why: Dropped | 'repeat') {
+    this.dropped[why]++;
+    this.counts.dropped++;
+    this.dropsSinceLog[why] = (this.dropsSinceLog[why] ?? 0) + 1;
+  }
+
+  /** One line per interval for the entries dropped in it. */
+  private logDrops() {
+    const now = Date.now();
+    if (now - this.dropLoggedAt < DROP_LOG_MS) return;
+    const said = Object.entries(this.dropsSinceLog).filter(([, n]) => n > 0);
+    if (said.length === 0) return;
+    this.dropLoggedAt = now;
+    this.options.log.warn(
+      `Redis: dropped ${said.map(([why, n]) => `${n} ${why}`).join(', ')} entries since the last report (not written by a replica of this table with its RUNPLANE_REDIS_SECRET, or repeated)`,
+    );
+    for (const [why] of said) this.dropsSinceLog[why as Dropped] = 0;
   }
 
   /**
@@ -230,4 +349,14 @@ function compareIds(a: string, b: string) {
   const [am, as] = a.split('-').map(Number) as [number, number];
   const [bm, bs] = b.split('-').map(Number) as [number, number];
   return am - bm || as - bs;
+}
+
+/** The shard count a heartbeat says (0 for anything else). */
+function shardsOf(value: string) {
+  try {
+    const shards = (JSON.parse(value) as { shards?: unknown }).shards;
+    return typeof shards === 'number' && Number.isInteger(shards) && shards >= 0 ? shards : 0;
+  } catch {
+    return 0;
+  }
 }

@@ -1,0 +1,118 @@
+/**
+ * Entries of the replicas' Redis Stream, sealed and checked. Redis is a fast path that
+ * anyone who can reach it could write to, so nothing read from it is trusted unless a replica
+ * of this table wrote it: every entry carries an HMAC-SHA256 (RUNPLANE_REDIS_SECRET) over its
+ * sender, the sender's count, the time it was sent, its kind and its value. An entry without a
+ * valid MAC, too large, too old (a replay) or malformed is dropped and counted, never decoded.
+ * A sender's entries are counted 1, 2, 3, ...: a receiver that finds one missing (dropped,
+ * deleted from Redis, never sent) knows changes were lost and re-reads from the table.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/** The entry format this version writes and reads. */
+const VERSION = 'v2';
+
+export type EntryKind = 'change' | 'resync' | 'beat';
+const KINDS: ReadonlySet<string> = new Set<EntryKind>(['change', 'resync', 'beat']);
+
+/** Why an entry was dropped. */
+export type Dropped = 'unauthenticated' | 'oversized' | 'malformed' | 'stale';
+
+export interface Entry {
+  from: string;
+  /** The sender's count: 1 for its first entry, one more for each after. */
+  n: number;
+  /** When it was sent (the sender's clock, ms). */
+  at: number;
+  kind: EntryKind;
+  value: string;
+}
+
+export interface EntryRules {
+  secret: string;
+  /** The largest value accepted, in UTF-16 code units (about bytes for JSON). */
+  maxValueLength: number;
+  /** Entries older than this (or this far in the future) are replays or clocks gone wrong. */
+  maxAgeMs: number;
+  now?: () => number;
+}
+
+const mac = (secret: string, { from, n, at, kind, value }: Entry) =>
+  createHmac('sha256', secret).update(`${VERSION}\n${from}\n${n}\n${at}\n${kind}\n${value}`).digest();
+
+/** The fields to XADD for an entry. */
+export function sealEntry(secret: string, entry: Entry): string[] {
+  return [
+    'v',
+    VERSION,
+    'from',
+    entry.from,
+    'n',
+    String(entry.n),
+    'at',
+    String(entry.at),
+    'kind',
+    entry.kind,
+    'value',
+    entry.value,
+    'mac',
+    mac(secret, entry).toString('hex'),
+  ];
+}
+
+/** The entry these fields (as XREAD gives them) seal, or why it is dropped. */
+export function openEntry(fields: readonly string[], rules: EntryRules): Entry | Dropped {
+  if (fields.length !== 14) return 'malformed';
+  for (const field of fields) if (field.length > rules.maxValueLength) return 'oversized';
+  const [v, version, f, from, nName, n, atName, at, kindName, kind, valueName, value, macName, sealed] = fields as [
+    string,
+    ...string[],
+  ] as string[];
+  if (
+    v !== 'v' ||
+    version !== VERSION ||
+    f !== 'from' ||
+    nName !== 'n' ||
+    atName !== 'at' ||
+    kindName !== 'kind' ||
+    valueName !== 'value' ||
+    macName !== 'mac'
+  )
+    return 'malformed';
+  if (
+    !from ||
+    !kind ||
+    !KINDS.has(kind) ||
+    !/^[1-9][0-9]{0,15}$/.test(n ?? '') ||
+    !/^[0-9]{1,16}$/.test(at ?? '') ||
+    !/^[0-9a-f]{64}$/.test(sealed ?? '')
+  )
+    return 'malformed';
+  const entry: Entry = { from, n: Number(n), at: Number(at), kind: kind as EntryKind, value: value ?? '' };
+  const expected = mac(rules.secret, entry);
+  if (!timingSafeEqual(expected, Buffer.from(sealed as string, 'hex'))) return 'unauthenticated';
+  const age = (rules.now ?? Date.now)() - entry.at;
+  if (Math.abs(age) > rules.maxAgeMs) return 'stale';
+  return entry;
+}
+
+/** Senders remembered at most (each restart of a replica is a new sender). */
+const MAX_SENDERS = 1024;
+
+/**
+ * Each sender's last count: an entry that does not follow its sender's last one says entries
+ * were lost between them ('gap'), one at or before it is a repeat ('repeat').
+ */
+export class SenderCounts {
+  private readonly last = new Map<string, number>();
+
+  /** 'next' for the entry after the last one (or a sender's first seen), 'gap' past it, 'repeat' for an old one. */
+  check(from: string, n: number): 'next' | 'gap' | 'repeat' {
+    const last = this.last.get(from);
+    if (last !== undefined && n <= last) return 'repeat';
+    this.last.delete(from);
+    this.last.set(from, n);
+    if (this.last.size > MAX_SENDERS) this.last.delete(this.last.keys().next().value as string);
+    return last === undefined || n === last + 1 ? 'next' : 'gap';
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Who this replica expects to hear from: every replica sends a heartbeat through Redis each
+ * second, saying how many stream shards it reads. One that reads shards and goes quiet past
+ * the bound (it cannot write to Redis, or this replica cannot read what it writes) means this
+ * replica is missing changes: it is degraded, and fills its subscribers from the table until
+ * the beats come again. One quiet for longer than a shard lease is gone (its shards were taken
+ * over by replicas that beat), and is forgotten.
+ */
+
+/** Replicas remembered at most. */
+const MAX_SENDERS = 1024;
+
+export interface HeartbeatOptions {
+  /** A shard reader unheard for longer than this makes this replica degraded. */
+  boundMs: number;
+  /** A replica unheard for longer than this is forgotten. */
+  forgetMs: number;
+  now?: () => number;
+}
+
+export class Heartbeats {
+  private readonly heard = new Map<string, { at: number; shards: number }>();
+  private readonly now: () => number;
+
+  constructor(private readonly options: HeartbeatOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  /** A beat from `from`, which reads `shards` shards (0: it reads none, or it is leaving). */
+  beat(from: string, shards: number) {
+    this.heard.delete(from);
+    if (shards <= 0) return;
+    this.heard.set(from, { at: this.now(), shards });
+    if (this.heard.size > MAX_SENDERS) this.heard.delete(this.heard.keys().next().value as string);
+  }
+
+  /** The shard readers unheard past the bound (and not yet forgotten). */
+  silent(): string[] {
+    const at = this.now();
+    const quiet: string[] = [];
+    for (const [from, last] of this.heard) {
+      const age = at - last.at;
+      if (age > this.options.forgetMs) this.heard.delete(from);
+      else if (age > this.options.boundMs) quiet.push(from);
+    }
+    return quiet;
+  }
+}
