@@ -54,6 +54,12 @@ export interface ApiKeys {
   /** The principal of a presented key, or undefined for a missing, unknown or revoked one. */
   authenticate(key: string | undefined): Principal | undefined;
   /**
+   * Whether the key with this id still grants what `principal` says: checked again when a
+   * request's body has arrived and its operation is about to run, since a key may be revoked
+   * while a slow body is on its way (it was checked when the headers came).
+   */
+  stillValid(principal: Principal): boolean;
+  /**
    * Re-reads the keys file every `intervalMs` and calls `onRevoked` with the ids of keys that
    * left it (or now map to another tenant or role).
    */
@@ -124,6 +130,11 @@ export function createApiKeys({ inline, file }: ApiKeySources, log: Logger = con
           revocationListeners.delete(onRevoked);
         },
       };
+    },
+    stillValid(principal) {
+      if (open) return true;
+      reload();
+      return [...fixed, ...fromFile].some((entry) => entry.principal.keyId === principal.keyId && granted(entry) === granted({ digest: entry.digest, principal }));
     },
     authenticate(key) {
       if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open', name: 'open' };

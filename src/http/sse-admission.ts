@@ -7,6 +7,7 @@ import type { ExecutionArgs } from 'graphql';
 import { GraphQLError } from 'graphql';
 import type { Context } from '../schema/context.ts';
 import type { Admission, Release } from './admission.ts';
+import type { ApiKeys } from './api-keys.ts';
 import { unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
 
@@ -15,16 +16,25 @@ import type { Sessions } from './sessions.ts';
  * place back. Hand-written, not a Repeater: a client may go away before the first pull, and a
  * Repeater that has not started would not hear of it (the place would never be given back).
  */
-function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions: Sessions, release: Release): AsyncIterableIterator<T> {
+function revocable<T>(
+  source: AsyncIterableIterator<T>,
+  keyId: string,
+  sessions: Sessions,
+  release: Release,
+  stillValid: () => boolean,
+): AsyncIterableIterator<T> {
   let revoke: ((err: unknown) => void) | undefined;
   const revoked = new Promise<never>((_, reject) => {
     revoke = reject;
   });
   revoked.catch(() => undefined);
-  const forget = sessions.track(keyId, () => {
+  const end = () => {
     revoke?.(unauthenticated('This API key was revoked'));
     void source.return?.();
-  });
+  };
+  const forget = sessions.track(keyId, end);
+  // Revoked between the operation's start and this tracking: no revocation would reach it.
+  if (!stillValid()) end();
   let ended = false;
   const finish = () => {
     if (ended) return;
@@ -59,10 +69,10 @@ function revocable<T>(source: AsyncIterableIterator<T>, keyId: string, sessions:
 
 type Stop = (result: never) => void;
 
-export function sseAdmission(admission: Admission, sessions: Sessions) {
+export function sseAdmission(admission: Admission, sessions: Sessions, apiKeys: ApiKeys) {
   return {
     onSubscribe({ args, setResultAndStopExecution }: { args: ExecutionArgs; setResultAndStopExecution: Stop }) {
-      const { tenant, keyId, connection } = args.contextValue as Context;
+      const { tenant, keyId, role, keyName, connection } = args.contextValue as Context;
       if (connection.transport !== 'http') return;
       const refuse = (error: GraphQLError) => setResultAndStopExecution({ errors: [error] } as never);
       const tooFast = admission.setup({ address: connection.address });
@@ -81,7 +91,8 @@ export function sseAdmission(admission: Admission, sessions: Sessions) {
       return {
         onSubscribeResult({ result, setResult }: { result: unknown; setResult: Stop }) {
           if (!(Symbol.asyncIterator in (result as object))) return release();
-          setResult(revocable(result as AsyncIterableIterator<unknown>, keyId, sessions, release) as never);
+          const principal = { tenant, keyId, role, name: keyName };
+          setResult(revocable(result as AsyncIterableIterator<unknown>, keyId, sessions, release, () => apiKeys.stillValid(principal)) as never);
         },
       };
     },

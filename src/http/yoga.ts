@@ -5,6 +5,7 @@ import { createYoga } from 'graphql-yoga';
 import type { Principal } from '../domain/principal.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import type { Admission } from './admission.ts';
+import type { ApiKeys } from './api-keys.ts';
 import type { CostRules } from './cost.ts';
 import { type DocumentCache, documentCaching } from './document-cache.ts';
 import type { Mask } from './errors.ts';
@@ -24,6 +25,7 @@ export interface YogaOptions {
   mask: Mask;
   admission: Admission;
   sessions: Sessions;
+  apiKeys: ApiKeys;
   /** Parsed and validated documents, bounded in bytes and per tenant. */
   documents: DocumentCache;
   /** Whether a graceful stop began (SSE streams then end without `complete`). */
@@ -39,6 +41,8 @@ export function createYogaServer(options: YogaOptions) {
       const given = initial as Partial<Served> & { req?: IncomingMessage };
       const known = given.principal && given.connection ? (given as Served) : given.req && served.get(given.req);
       if (!known) throw unauthenticated('An API key is required: Authorization: Bearer <key>');
+      // Revoked while the body was on its way (the key was checked when the headers came).
+      if (!options.apiKeys.stillValid(known.principal)) throw unauthenticated('This API key was revoked');
       return options.context(known.principal, known.connection);
     },
     // GraphiQL is served before yoga sees the request (compressed, cached: http/graphiql.ts).
@@ -60,7 +64,7 @@ export function createYogaServer(options: YogaOptions) {
     plugins: [
       ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
       documentCaching(options.documents),
-      sseAdmission(options.admission, options.sessions) as never,
+      sseAdmission(options.admission, options.sessions, options.apiKeys) as never,
       sharedDelivery,
       sseDelivery(options.mask, options.stopping),
     ],

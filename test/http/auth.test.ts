@@ -237,3 +237,63 @@ describe('revoking a key with several streams open', () => {
     expect((await api.gql('{ viewer { tenant } }', {}, { key: OTHER })).data.viewer.tenant).toBe('globex');
   });
 });
+
+describe('a key revoked while its request`s body is on its way', () => {
+  /** Sends the headers and part of the body, then (after `between`) the rest; the raw answer. */
+  async function slowly(key: string, body: string, between: () => Promise<void>, accept = 'application/json') {
+    const { connect } = await import('node:net');
+    const url = new URL(api.url);
+    const socket = connect(Number(url.port), '127.0.0.1');
+    let answer = '';
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+    });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /graphql HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nAccept: ${accept}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`,
+    );
+    await between();
+    socket.write(body.slice(5));
+    return { socket, answer: () => answer };
+  }
+
+  test('its mutation and its subscription are refused once the body arrives, and nothing is written', async () => {
+    const SLOW = 'revoked-slow-0123456789abcdef';
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n${SLOW}=acme\n`);
+    await waitFor(async () => (await status({ authorization: `Bearer ${SLOW}` })) === 200, { what: 'the new key to be read' });
+    const runId = `slow-${Date.now()}`;
+    await api.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`, {}, { key: WRITER });
+    const revoke = async () => {
+      writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n`);
+      await waitFor(async () => (await status({ authorization: `Bearer ${SLOW}` })) === 401, { what: 'the revocation to be read' });
+    };
+    const mutation = await slowly(
+      SLOW,
+      JSON.stringify({ query: `mutation { appendEvent(input: { runId: "${runId}", type: "late" }) { __typename } }` }),
+      revoke,
+    );
+    await waitFor(() => mutation.answer().includes('\r\n\r\n{'), { what: 'an answer to the mutation' });
+    expect(mutation.answer()).toMatch(/^HTTP\/1.1 401/);
+    expect(mutation.answer()).toMatch(/This API key was revoked/);
+    mutation.socket.destroy();
+
+    writeFileSync(keysFile, `${WRITER}=acme\n${READER}=acme:read\n${SLOW}=acme\n`);
+    await waitFor(async () => (await status({ authorization: `Bearer ${SLOW}` })) === 200, { what: 'the key to be back' });
+    const subscription = await slowly(
+      SLOW,
+      JSON.stringify({ query: `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq } }` }),
+      revoke,
+      'text/event-stream',
+    );
+    await waitFor(() => /revoked/.test(subscription.answer()), { what: 'the subscription to be refused' });
+    await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "after" }) { __typename } }`, {}, { key: WRITER });
+    const { data } = await api.gql(
+      `query { run(id: "${runId}", consistent: true) { events { edges { node { type } } } } }`,
+      {},
+      { key: WRITER },
+    );
+    expect(data.run.events.edges.map((e: { node: { type: string } }) => e.node.type)).toEqual(['after']);
+    expect(subscription.answer()).not.toMatch(/"seq"/);
+    subscription.socket.destroy();
+  });
+});

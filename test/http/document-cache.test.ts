@@ -8,7 +8,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { parse } from 'graphql';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { DocumentCache, estimatedBytes } from '../../src/http/document-cache.ts';
+import { DocumentCache, estimatedBytes, tokenCount } from '../../src/http/document-cache.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 setFlagsFromString('--expose_gc');
@@ -34,9 +34,10 @@ const large = (i: number) =>
 describe('the cache on its own', () => {
   const doc = parse('{ viewer { tenant } }');
   const text = (n: number, length = 1000) => `#${n}`.padEnd(length, ' ');
+  const size = (length = 1000) => estimatedBytes(text(0, length), tokenCount(doc));
 
   test('a tenant holds at most a quarter of the bound, and makes room from its own documents', () => {
-    const cache = new DocumentCache(40 * estimatedBytes(text(0)));
+    const cache = new DocumentCache(40 * size());
     for (let i = 0; i < 3; i++) cache.set('other', text(i), doc);
     for (let i = 0; i < 100; i++) cache.set('flood', text(i), doc);
     expect(cache.bytesOf('flood')).toBeLessThanOrEqual(cache.tenantMaxBytes);
@@ -48,7 +49,7 @@ describe('the cache on its own', () => {
   });
 
   test('when the whole is full, the tenant holding the most gives way', () => {
-    const cache = new DocumentCache(8 * estimatedBytes(text(0)));
+    const cache = new DocumentCache(8 * size());
     for (const tenant of ['a', 'b', 'c', 'd']) for (let i = 0; i < 2; i++) cache.set(tenant, text(i), doc);
     expect(cache.bytes).toBe(cache.maxBytes);
     cache.set('e', text(0), doc);
@@ -58,14 +59,29 @@ describe('the cache on its own', () => {
   });
 
   test('a document larger than a tenant may hold is not kept', () => {
-    const cache = new DocumentCache(4 * estimatedBytes(text(0)));
-    cache.set('a', text(1, 2000), doc);
+    const cache = new DocumentCache(4 * size());
+    cache.set('a', text(1, 4 * size()), doc);
     expect(cache.size).toBe(0);
     expect(cache.counts.tooLarge).toBe(1);
   });
 
+  test('a document that empties its own tenant to make room is counted to it, and the counts stay whole', () => {
+    // Each document takes more than half of a tenant's share: the next one must evict it first.
+    const share = 8 * size();
+    const cache = new DocumentCache(4 * share);
+    const big = (n: number) => text(n, Math.floor((0.6 * share - size(0)) / 2));
+    for (let i = 0; i < 50; i++) {
+      cache.set('a', big(i), doc);
+      cache.set('b', text(i), doc);
+      expect(cache.bytes).toBe(cache.bytesOf('a') + cache.bytesOf('b'));
+      expect(cache.bytes).toBeLessThanOrEqual(cache.maxBytes);
+      expect(cache.has('a', big(i))).toBe(true);
+    }
+    expect(cache.bytesOf('a')).toBeLessThanOrEqual(cache.tenantMaxBytes);
+  });
+
   test('a hit moves a document to the back of its tenant`s line', () => {
-    const cache = new DocumentCache(8 * estimatedBytes(text(0)));
+    const cache = new DocumentCache(8 * size());
     cache.set('a', text(1), doc);
     cache.set('a', text(2), doc);
     expect(cache.get('a', text(1))).toBe(doc);
@@ -107,6 +123,13 @@ describe('a server flooded with distinct documents by one key', () => {
     const hits = documents.counts.hits;
     expect((await api.gql(mine, {}, { key: neighbour })).data.viewer.tenant).toBe('neighbour');
     expect(documents.counts.hits).toBe(hits + 1);
+  });
+
+  test('a document that fails validation is not kept (its errors could outweigh it)', async () => {
+    const invalid = `query Invalid { ${' nope'.repeat(200)} }`;
+    const answer = await api.gql(invalid, {}, { key: neighbour });
+    expect(answer.errors?.length).toBeGreaterThan(0);
+    expect(api.server.app.documents.has('neighbour', invalid)).toBe(false);
   });
 
   test('a document is cached per tenant: another tenant`s copy is its own', async () => {
