@@ -211,7 +211,13 @@ export const scenarios: Scenario[] = [
           'XADD',
           key,
           '*',
-          ...sealEntry('a-guess-at-the-replicas-secret', { from: 'forger', n: ++faults, at: Date.now(), kind: 'change', value: forged }),
+          ...sealEntry('a-guess-at-the-replicas-secret', key, {
+            from: 'forger',
+            n: ++faults,
+            at: Date.now(),
+            kind: 'change',
+            value: forged,
+          }),
         );
         if (faults % 10 === 0) await cluster.redisCommand('XADD', key, '*', 'from', 'forger', 'c', 'x'.repeat(1024 * 1024));
         const [newest] = recent;

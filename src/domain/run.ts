@@ -99,3 +99,6 @@ export const serverEventTypes = ['approval.requested', 'approval.resolved', 'run
 export type ServerEventType = (typeof serverEventTypes)[number];
 
 export const isServerEventType = (type: string): type is ServerEventType => (serverEventTypes as readonly string[]).includes(type);
+
+/** A type a reader would take for one of the server's own (`Approval.Resolved`, `approval.resolved.`): refused alike. */
+export const passesForServerEventType = (type: string) => isServerEventType(type.toLowerCase().replace(/[._:/-]+$/, ''));

@@ -134,7 +134,9 @@ export function createApiKeys({ inline, file }: ApiKeySources, log: Logger = con
     stillValid(principal) {
       if (open) return true;
       reload();
-      return [...fixed, ...fromFile].some((entry) => entry.principal.keyId === principal.keyId && granted(entry) === granted({ digest: entry.digest, principal }));
+      return [...fixed, ...fromFile].some(
+        (entry) => entry.principal.keyId === principal.keyId && granted(entry) === granted({ digest: entry.digest, principal }),
+      );
     },
     authenticate(key) {
       if (open) return { tenant: OPEN_TENANT, role: 'write', keyId: 'open', name: 'open' };

@@ -28,12 +28,16 @@ const PREFLIGHT_MAX_AGE_SECONDS = 600;
 export function hostnameOf(host: string | undefined) {
   if (!host) return undefined;
   const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(host);
+  // A fully qualified name may end in a dot (`localhost.`): the same name.
   if (bracketed) return bracketed[1]?.toLowerCase();
-  return host.replace(/:\d+$/, '').toLowerCase();
+  return host.replace(/:\d+$/, '').replace(/\.$/, '').toLowerCase();
 }
 
+/** ::ffff:7f00:1 is ::ffff:127.0.0.1 as a browser writes it. */
+const mappedLoopback = /^::ffff:(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|7f[0-9a-f]{2}:[0-9a-f]{1,4})$/;
+
 const isLoopbackName = (name: string) =>
-  name === 'localhost' || name.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(name) || name === '::1' || /^::ffff:127\./.test(name);
+  name === 'localhost' || name.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(name) || name === '::1' || mappedLoopback.test(name);
 
 const ANY_ADDRESS = new Set(['0.0.0.0', '::', '']);
 
@@ -43,9 +47,12 @@ export function browserPolicy(options: BrowserPolicyOptions) {
   const listen = options.listenHost.toLowerCase().replace(/^\[|\]$/g, '');
   if (!ANY_ADDRESS.has(listen)) names.add(listen);
   else {
-    // Listening everywhere: every address of this machine, and its name.
+    // Listening everywhere: every address of this machine, its name, and the any-address as
+    // typed (a browser reaches it as this machine; no other site's name resolves to a Host of it).
     for (const addresses of Object.values(networkInterfaces())) for (const { address } of addresses ?? []) names.add(address.toLowerCase());
     names.add(osHostname().toLowerCase());
+    names.add('0.0.0.0');
+    names.add('::');
   }
 
   const hostAllowed = (host: string | undefined) => {

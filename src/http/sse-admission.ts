@@ -92,7 +92,9 @@ export function sseAdmission(admission: Admission, sessions: Sessions, apiKeys: 
         onSubscribeResult({ result, setResult }: { result: unknown; setResult: Stop }) {
           if (!(Symbol.asyncIterator in (result as object))) return release();
           const principal = { tenant, keyId, role, name: keyName };
-          setResult(revocable(result as AsyncIterableIterator<unknown>, keyId, sessions, release, () => apiKeys.stillValid(principal)) as never);
+          setResult(
+            revocable(result as AsyncIterableIterator<unknown>, keyId, sessions, release, () => apiKeys.stillValid(principal)) as never,
+          );
         },
       };
     },

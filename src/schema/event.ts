@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BudgetExceeded, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
-import { type DeliveredEvent, isServerEventType, type SeqRange, serverEventTypes } from '../domain/run.ts';
+import { type DeliveredEvent, passesForServerEventType, type SeqRange, serverEventTypes } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
@@ -71,7 +71,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
   }),
   validate: z.object({
     runId: id,
-    type: eventType.refine((type) => !isServerEventType(type), {
+    type: eventType.refine((type) => !passesForServerEventType(type), {
       message: `is a type the server writes itself, with the change it records (${serverEventTypes.join(', ')}): use a type of your own`,
     }),
     payload: payload.optional().nullable(),

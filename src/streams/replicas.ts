@@ -7,7 +7,7 @@ import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { ShardLeases } from '../store/leases/shards.ts';
 import type { Change } from './changes.ts';
-import { RedisFanout } from './fanout/redis.ts';
+import { HEARTBEAT_MS, RedisFanout } from './fanout/redis.ts';
 import { SharedUsage } from './fanout/usage.ts';
 import type { Hub } from './hub.ts';
 import { ShardOwnership } from './ownership.ts';
@@ -98,6 +98,8 @@ export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
     },
     async start() {
       await fanout.start();
+      // The replicas are counted by their heartbeats: hear them once before taking a share of shards.
+      await sleep(HEARTBEAT_MS * 1.5);
       // Knows how many replicas there are before it takes its first shards.
       await ownership.round(0);
     },

@@ -101,7 +101,7 @@ describe.skipIf(noRedis)('what replicas take from Redis', () => {
     await direct.xadd(
       key,
       '*',
-      ...sealEntry('a-guess-at-the-secret-of-these-replicas', {
+      ...sealEntry('a-guess-at-the-secret-of-these-replicas', key, {
         from: 'x',
         n: 1,
         at: Date.now(),

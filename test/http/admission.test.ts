@@ -22,7 +22,9 @@ describe('tenant caps over replicas', () => {
     const admission = createAdmission(limits, (tenant) => elsewhere[tenant] ?? { subscriptions: 0, connections: 0 });
     const connected = admission.connect('acme');
     expect(connected).toBeTypeOf('function');
-    expect(String(admission.connect('acme'))).toMatch(/Too many open connections for this tenant \(limit 3, RUNPLANE_MAX_CONNECTIONS_PER_TENANT\)/);
+    expect(String(admission.connect('acme'))).toMatch(
+      /Too many open connections for this tenant \(limit 3, RUNPLANE_MAX_CONNECTIONS_PER_TENANT\)/,
+    );
     const subscribed = admission.subscribe('acme');
     expect(subscribed).toBeTypeOf('function');
     expect(String(admission.subscribe('acme'))).toMatch(/limit 5, RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT/);

@@ -131,12 +131,22 @@ describe('open (no keys), one origin of its own', () => {
     expect(await runExists(api, id)).toBe(false);
     // The console and GraphiQL's page are refused alike: a rebound page gets nothing from this server.
     expect((await raw(api.url.replace('/graphql', '/'), { method: 'GET', headers: { host: 'attacker.example' } })).status).toBe(403);
-    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `app.localhost:${port}`, `[::1]:${port}`]) {
+    for (const host of [
+      `localhost:${port}`,
+      `localhost.:${port}`,
+      `127.0.0.1:${port}`,
+      `app.localhost:${port}`,
+      `[::1]:${port}`,
+      `[::ffff:7f00:1]:${port}`,
+    ]) {
       const answer = await raw(api.url, {
         headers: { host, 'content-type': 'application/json' },
         body: JSON.stringify({ query: '{ viewer { tenant } }' }),
       });
       expect(answer.status).toBe(200);
+    }
+    for (const host of ['localhost.attacker.example', '127.0.0.1.nip.io', '[::ffff:a00:1]', '0.0.0.0']) {
+      expect((await raw(api.url, { headers: { host, 'content-type': 'application/json' }, body: createRun(id) })).status).toBe(403);
     }
     // Probes answer whatever the Host (a load balancer names the server its own way).
     expect((await raw(api.url.replace('/graphql', '/health'), { method: 'GET', headers: { host: 'lb.internal' } })).status).toBe(200);
@@ -184,5 +194,16 @@ describe('with API keys', () => {
     });
     expect(answer.status).toBe(200);
     expect(answer.headers['access-control-allow-origin']).toBeUndefined();
+  });
+});
+
+describe('open, listening on every address', () => {
+  test('the any-address as typed, and this machine`s addresses, are served; another name is not', async () => {
+    const { browserPolicy } = await import('../../src/http/browsers.ts');
+    const policy = browserPolicy({ corsOrigins: [], open: true, listenHost: '0.0.0.0', allowedHosts: ['runplane.internal'] });
+    const request = (host: string) => ({ headers: { host } }) as never;
+    for (const host of ['0.0.0.0:4000', 'localhost:4000', 'runplane.internal', '127.0.0.1'])
+      expect(policy.refusal(request(host))).toBeUndefined();
+    expect(policy.refusal(request('attacker.example'))).toMatch(/not a name this server answers to/);
   });
 });

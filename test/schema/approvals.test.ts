@@ -179,7 +179,7 @@ describe('nothing else can stand in for a decision', () => {
     expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['step', 'approval.requested']);
   });
 
-  test.each(['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed'])(
+  test.each(['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed', 'Approval.Resolved', 'approval.resolved.', 'RUN.CANCELLED'])(
     'appendEvent refuses the server`s own type %s, naming the rule, and writes nothing',
     async (type) => {
       const runId = await newRun(api, { key: ACME });

@@ -90,8 +90,14 @@ describe.skipIf(noRedis)('over Redis', () => {
     await waitFor(() => b.got.changes.length === 20 && a.got.changes.length === 1, { timeoutMs: 10_000, what: 'both sides' });
     expect(b.got.changes.map((c) => (c.kind === 'event' ? c.event.seq : 0))).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     expect(a.got.changes).toEqual([event(100)]);
-    // Each counts itself alive when it asks.
-    expect(await b.fanout.replicas(60_000)).toBe(1);
+    // Each counts the others by their sealed heartbeats (a member added to Redis by anyone else counts for nothing).
+    await waitFor(async () => (await a.fanout.replicas(60_000)) === 2 && (await b.fanout.replicas(60_000)) === 2, {
+      timeoutMs: 10_000,
+      what: 'each to hear the other',
+    });
+    const direct = new Redis(redis.url);
+    await direct.zadd(`${prefix}:replicas`, Date.now() + 1e9, 'a-fake-replica');
+    direct.disconnect();
     expect(await a.fanout.replicas(60_000)).toBe(2);
   });
 
@@ -147,14 +153,14 @@ describe.skipIf(noRedis)('over Redis', () => {
       await direct.xadd(key, '*', 'from', 'a', 'c', forged);
       // The new format with a seal made without the secret.
       const entry: Entry = { from: 'a', n: 1, at: Date.now(), kind: 'change', value: forged };
-      await direct.xadd(key, '*', ...sealEntry('not-the-secret-of-these-replicas', entry));
+      await direct.xadd(key, '*', ...sealEntry('not-the-secret-of-these-replicas', key, entry));
       // A real seal, on an altered value.
-      const sealed = sealEntry(SECRET, { ...entry, n: 2 });
+      const sealed = sealEntry(SECRET, key, { ...entry, n: 2 });
       sealed[11] = encodeChange(event(4));
       await direct.xadd(key, '*', ...sealed);
       // Oversized, and an old entry replayed.
-      await direct.xadd(key, '*', ...sealEntry(SECRET, { ...entry, n: 3, value: 'x'.repeat(MAX_ENTRY + 1) }));
-      await direct.xadd(key, '*', ...sealEntry(SECRET, { ...entry, n: 4, at: Date.now() - 120_000 }));
+      await direct.xadd(key, '*', ...sealEntry(SECRET, key, { ...entry, n: 3, value: 'x'.repeat(MAX_ENTRY + 1) }));
+      await direct.xadd(key, '*', ...sealEntry(SECRET, key, { ...entry, n: 4, at: Date.now() - 120_000 }));
       for (let i = 0; i < 40; i++) await direct.xadd(key, '*', 'garbage', String(i));
       // Then the real change from a.
       a.fanout.publish(event(1));
@@ -176,7 +182,7 @@ describe.skipIf(noRedis)('over Redis', () => {
     const key = `${prefix}:changes`;
     try {
       const send = (n: number, seq: number) =>
-        direct.xadd(key, '*', ...sealEntry(SECRET, { from: 'a', n, at: Date.now(), kind: 'change', value: encodeChange(event(seq)) }));
+        direct.xadd(key, '*', ...sealEntry(SECRET, key, { from: 'a', n, at: Date.now(), kind: 'change', value: encodeChange(event(seq)) }));
       await send(1, 1);
       await send(1, 1);
       await send(2, 2);
@@ -220,21 +226,31 @@ describe.skipIf(noRedis)('over Redis', () => {
 });
 
 describe('the seal, the counts and the beats on their own', () => {
-  const rules = { secret: SECRET, maxValueLength: 100, maxAgeMs: 60_000, now: () => 1_000_000 };
+  const SCOPE = 'runplane:t:changes';
+  const rules = { secret: SECRET, scope: SCOPE, maxValueLength: 100, maxAgeMs: 60_000, now: () => 1_000_000 };
   const entry: Entry = { from: 'r1', n: 7, at: 1_000_000, kind: 'change', value: '{"kind":"event"}' };
 
   test('a sealed entry opens as it was; any field changed does not', () => {
-    expect(openEntry(sealEntry(SECRET, entry), rules)).toEqual(entry);
+    expect(openEntry(sealEntry(SECRET, SCOPE, entry), rules)).toEqual(entry);
+    // Sealed for another table's stream (one secret shared by two tables): not this one's.
+    expect(openEntry(sealEntry(SECRET, 'runplane:other:changes', entry), rules)).toBe('unauthenticated');
+    // Bytes as XREAD gives them open alike; an oversized field is judged by its length only.
+    expect(
+      openEntry(
+        sealEntry(SECRET, SCOPE, entry).map((field) => Buffer.from(field)),
+        rules,
+      ),
+    ).toEqual(entry);
     for (const index of [3, 5, 7, 9, 11]) {
-      const fields = sealEntry(SECRET, entry);
+      const fields = sealEntry(SECRET, SCOPE, entry);
       fields[index] = index === 5 || index === 7 ? '8' : index === 9 ? 'resync' : `${fields[index]}x`;
       expect(openEntry(fields, rules)).toBe('unauthenticated');
     }
-    expect(openEntry(sealEntry(SECRET, { ...entry, at: 1_000_000 - 61_000 }), rules)).toBe('stale');
-    expect(openEntry(sealEntry(SECRET, { ...entry, at: 1_000_000 + 61_000 }), rules)).toBe('stale');
-    expect(openEntry(sealEntry(SECRET, { ...entry, value: 'x'.repeat(101) }), rules)).toBe('oversized');
+    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, at: 1_000_000 - 61_000 }), rules)).toBe('stale');
+    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, at: 1_000_000 + 61_000 }), rules)).toBe('stale');
+    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, value: 'x'.repeat(101) }), rules)).toBe('oversized');
     expect(openEntry(['from', 'r1', 'c', '{}'], rules)).toBe('malformed');
-    const fields = sealEntry(SECRET, entry);
+    const fields = sealEntry(SECRET, SCOPE, entry);
     fields[13] = 'zz';
     expect(openEntry(fields, rules)).toBe('malformed');
   });

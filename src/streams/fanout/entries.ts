@@ -1,8 +1,10 @@
 /**
  * Entries of the replicas' Redis Stream, sealed and checked. Redis is a fast path that
  * anyone who can reach it could write to, so nothing read from it is trusted unless a replica
- * of this table wrote it: every entry carries an HMAC-SHA256 (RUNPLANE_REDIS_SECRET) over its
- * sender, the sender's count, the time it was sent, its kind and its value. An entry without a
+ * of this table wrote it: every entry carries an HMAC-SHA256 (RUNPLANE_REDIS_SECRET) over the
+ * stream it was written to (so an entry of another table's stream, sealed with the same secret,
+ * is not this table's), its sender, the sender's count, the time it was sent, its kind and its
+ * value. An entry without a
  * valid MAC, too large, too old (a replay) or malformed is dropped and counted, never decoded.
  * A sender's entries are counted 1, 2, 3, ...: a receiver that finds one missing (dropped,
  * deleted from Redis, never sent) knows changes were lost and re-reads from the table.
@@ -30,6 +32,8 @@ export interface Entry {
 
 export interface EntryRules {
   secret: string;
+  /** The stream the entry must have been sealed for (its Redis key). */
+  scope: string;
   /** The largest value accepted, in UTF-16 code units (about bytes for JSON). */
   maxValueLength: number;
   /** Entries older than this (or this far in the future) are replays or clocks gone wrong. */
@@ -37,11 +41,11 @@ export interface EntryRules {
   now?: () => number;
 }
 
-const mac = (secret: string, { from, n, at, kind, value }: Entry) =>
-  createHmac('sha256', secret).update(`${VERSION}\n${from}\n${n}\n${at}\n${kind}\n${value}`).digest();
+const mac = (secret: string, scope: string, { from, n, at, kind, value }: Entry) =>
+  createHmac('sha256', secret).update(`${VERSION}\n${scope}\n${from}\n${n}\n${at}\n${kind}\n${value}`).digest();
 
-/** The fields to XADD for an entry. */
-export function sealEntry(secret: string, entry: Entry): string[] {
+/** The fields to XADD for an entry of the stream `scope`. */
+export function sealEntry(secret: string, scope: string, entry: Entry): string[] {
   return [
     'v',
     VERSION,
@@ -56,14 +60,18 @@ export function sealEntry(secret: string, entry: Entry): string[] {
     'value',
     entry.value,
     'mac',
-    mac(secret, entry).toString('hex'),
+    mac(secret, scope, entry).toString('hex'),
   ];
 }
 
-/** The entry these fields (as XREAD gives them) seal, or why it is dropped. */
-export function openEntry(fields: readonly string[], rules: EntryRules): Entry | Dropped {
-  if (fields.length !== 14) return 'malformed';
-  for (const field of fields) if (field.length > rules.maxValueLength) return 'oversized';
+/**
+ * The entry these fields (as XREAD gives them, still as bytes) seal, or why it is dropped. An
+ * oversized field is judged by its length alone, never decoded into a string.
+ */
+export function openEntry(raw: readonly (Buffer | string)[], rules: EntryRules): Entry | Dropped {
+  if (raw.length !== 14) return 'malformed';
+  for (const field of raw) if (field.length > rules.maxValueLength) return 'oversized';
+  const fields = raw.map((field) => (typeof field === 'string' ? field : field.toString('utf8')));
   const [v, version, f, from, nName, n, atName, at, kindName, kind, valueName, value, macName, sealed] = fields as [
     string,
     ...string[],
@@ -89,7 +97,7 @@ export function openEntry(fields: readonly string[], rules: EntryRules): Entry |
   )
     return 'malformed';
   const entry: Entry = { from, n: Number(n), at: Number(at), kind: kind as EntryKind, value: value ?? '' };
-  const expected = mac(rules.secret, entry);
+  const expected = mac(rules.secret, rules.scope, entry);
   if (!timingSafeEqual(expected, Buffer.from(sealed as string, 'hex'))) return 'unauthenticated';
   const age = (rules.now ?? Date.now)() - entry.at;
   if (Math.abs(age) > rules.maxAgeMs) return 'stale';

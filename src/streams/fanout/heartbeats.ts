@@ -19,19 +19,37 @@ export interface HeartbeatOptions {
 }
 
 export class Heartbeats {
+  /** Shard readers, by when they were last heard. */
   private readonly heard = new Map<string, { at: number; shards: number }>();
+  /** Every replica heard, by when (a beat is sealed: only a replica of this table can beat). */
+  private readonly seen = new Map<string, number>();
   private readonly now: () => number;
 
   constructor(private readonly options: HeartbeatOptions) {
     this.now = options.now ?? Date.now;
   }
 
-  /** A beat from `from`, which reads `shards` shards (0: it reads none, or it is leaving). */
-  beat(from: string, shards: number) {
+  /** A beat from `from`, which reads `shards` shards; a leaving replica's last beat forgets it at once. */
+  beat(from: string, shards: number, leaving = false) {
     this.heard.delete(from);
+    this.seen.delete(from);
+    if (leaving) return;
+    this.seen.set(from, this.now());
+    if (this.seen.size > MAX_SENDERS) this.seen.delete(this.seen.keys().next().value as string);
     if (shards <= 0) return;
     this.heard.set(from, { at: this.now(), shards });
     if (this.heard.size > MAX_SENDERS) this.heard.delete(this.heard.keys().next().value as string);
+  }
+
+  /** The other replicas heard within `withinMs`. */
+  alive(withinMs: number): string[] {
+    const now = this.now();
+    const ids: string[] = [];
+    for (const [from, at] of this.seen) {
+      if (at >= now - withinMs) ids.push(from);
+      else if (at < now - this.options.forgetMs) this.seen.delete(from);
+    }
+    return ids;
   }
 
   /** The shard readers unheard past the bound (and not yet forgotten). */

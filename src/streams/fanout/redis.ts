@@ -21,8 +21,8 @@ import { Heartbeats } from './heartbeats.ts';
 export const STREAM_MAX_LEN = 100_000;
 /** Sends awaiting Redis' answer; past it a change is not sent (the replica is degraded, and resyncs everyone once Redis answers). */
 export const MAX_SENDS_IN_FLIGHT = 1_000;
-/** Entries one read takes. */
-const READ_COUNT = 500;
+/** Entries one read takes (each held as bytes until its size is judged: a read holds at most this many). */
+const READ_COUNT = 100;
 /** How long one read waits for entries; a read unanswered for BLOCK_MS + READ_GRACE_MS means the link is gone. */
 const BLOCK_MS = 1_000;
 const READ_GRACE_MS = 2_000;
@@ -65,7 +65,6 @@ export class RedisFanout {
   private readonly pub: Redis;
   private sub: Redis;
   private readonly key: string;
-  private readonly membersKey: string;
   private lastId = '$';
   /** Why this replica's link to Redis is down (undefined: it is up). */
   private broken: string | undefined;
@@ -87,7 +86,6 @@ export class RedisFanout {
 
   constructor(private readonly options: FanoutOptions) {
     this.key = `${options.prefix}:changes`;
-    this.membersKey = `${options.prefix}:replicas`;
     // No offline queue: a command while disconnected fails at once instead of piling up.
     const settings = { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => RETRY_MS };
     this.pub = new Redis(options.url, settings);
@@ -118,8 +116,8 @@ export class RedisFanout {
   async start() {
     try {
       await Promise.all([this.pub.connect(), this.sub.connect()]);
-      const [newest] = await this.pub.xrevrange(this.key, '+', '-', 'COUNT', 1);
-      this.lastId = newest?.[0] ?? '0-0';
+      const [newest] = await this.pub.xrevrangeBuffer(this.key, '+', '-', 'COUNT', 1);
+      this.lastId = newest?.[0].toString() ?? '0-0';
     } catch (err) {
       this.breaks(err);
     }
@@ -166,22 +164,17 @@ export class RedisFanout {
     this.unsent = true;
   }
 
-  /** Live replicas (this one included, and counted alive by this call); undefined when Redis does not answer. */
+  /**
+   * Live replicas, this one included: those whose sealed heartbeats were heard within `staleMs`
+   * (nobody can add one without the secret); undefined while this replica cannot read Redis.
+   */
   async replicas(staleMs: number) {
-    const now = Date.now();
-    const [, , count] = (await this.pub
-      .multi()
-      .zadd(this.membersKey, now, this.options.replicaId)
-      .zremrangebyscore(this.membersKey, '-inf', now - staleMs)
-      .zcard(this.membersKey)
-      .exec()
-      .then((results) => results?.map(([err, value]) => (err ? undefined : value)))) ?? [undefined, undefined, undefined];
-    return typeof count === 'number' ? count : undefined;
+    return this.broken ? undefined : this.heartbeats.alive(staleMs).length + 1;
   }
 
-  /** The ids of the replicas alive (seen within `staleMs`), this one included once it has counted itself. */
+  /** The ids of the other replicas alive (heard within `staleMs`). */
   async members(staleMs: number) {
-    return this.pub.zrangebyscore(this.membersKey, Date.now() - staleMs, '+inf');
+    return this.heartbeats.alive(staleMs);
   }
 
   /** The connection this replica writes to Redis on (for what else it shares there). */
@@ -195,10 +188,7 @@ export class RedisFanout {
     clearInterval(this.beating);
     // Leaving: the others count one replica fewer at once, and expect no more beats from it.
     await Promise.race([
-      Promise.all([
-        this.pub.zrem(this.membersKey, this.options.replicaId).catch(() => {}),
-        this.send('beat', JSON.stringify({ shards: 0 })).catch(() => {}),
-      ]),
+      this.send('beat', JSON.stringify({ shards: 0, leaving: true })).catch(() => {}),
       new Promise((r) => setTimeout(r, 500)),
     ]);
     this.sub.disconnect();
@@ -209,7 +199,7 @@ export class RedisFanout {
   private send(kind: EntryKind, value: string) {
     const maxLen = this.options.maxLen ?? STREAM_MAX_LEN;
     const entry = { from: this.options.replicaId, n: ++this.sent, at: (this.options.now ?? Date.now)(), kind, value };
-    return this.pub.xadd(this.key, 'MAXLEN', '~', maxLen, '*', ...sealEntry(this.options.secret, entry));
+    return this.pub.xadd(this.key, 'MAXLEN', '~', maxLen, '*', ...sealEntry(this.options.secret, this.key, entry));
   }
 
   private breaks(err: unknown) {
@@ -219,7 +209,7 @@ export class RedisFanout {
 
   private async consume() {
     while (!this.stopped) {
-      let batch: [string, string[]][];
+      let batch: [string, Buffer[]][];
       try {
         batch = await this.read();
       } catch (err) {
@@ -248,7 +238,7 @@ export class RedisFanout {
   }
 
   /** One XREAD; one left unanswered past its block means the link is gone (reconnected afresh). */
-  private async read(): Promise<[string, string[]][]> {
+  private async read(): Promise<[string, Buffer[]][]> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -257,16 +247,22 @@ export class RedisFanout {
       }, BLOCK_MS + READ_GRACE_MS);
     });
     try {
-      const reply = await Promise.race([this.sub.xread('COUNT', READ_COUNT, 'BLOCK', BLOCK_MS, 'STREAMS', this.key, this.lastId), timeout]);
-      return (reply as [string, [string, string[]][]][] | null)?.[0]?.[1] ?? [];
+      // As bytes: an entry too large for a string (anyone may write one) must be judged by its length, not decoded.
+      const reply = await Promise.race([
+        this.sub.xreadBuffer('COUNT', READ_COUNT, 'BLOCK', BLOCK_MS, 'STREAMS', this.key, this.lastId),
+        timeout,
+      ]);
+      const entries = (reply as [Buffer, [Buffer, Buffer[]][]][] | null)?.[0]?.[1] ?? [];
+      return entries.map(([id, fields]) => [id.toString(), fields]);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private handle(batch: [string, string[]][]) {
+  private handle(batch: [string, Buffer[]][]) {
     const rules = {
       secret: this.options.secret,
+      scope: this.key,
       maxValueLength: this.options.maxEntryBytes,
       maxAgeMs: MAX_ENTRY_AGE_MS,
       now: this.options.now,
@@ -292,7 +288,7 @@ export class RedisFanout {
         this.counts.gaps++;
         this.resync(`entries from replica ${entry.from} were lost in Redis`);
       }
-      if (entry.kind === 'beat') this.heartbeats.beat(entry.from, shardsOf(entry.value));
+      if (entry.kind === 'beat') this.heartbeats.beat(entry.from, ...beatOf(entry.value));
       else if (entry.kind === 'resync') this.resync(`replica ${entry.from} could not send some changes`);
       else {
         let change: Change;
@@ -333,10 +329,10 @@ export class RedisFanout {
    * After a full read (this replica is behind): if the read began at the oldest entry Redis still
    * keeps, or past it, entries before it may have been trimmed unread.
    */
-  private async checkTrimmed(batch: [string, string[]][]) {
+  private async checkTrimmed(batch: [string, Buffer[]][]) {
     const first = batch[0]?.[0];
-    const [oldest] = await this.sub.xrange(this.key, '-', '+', 'COUNT', 1).catch(() => []);
-    if (first && oldest && compareIds(oldest[0], first) >= 0) this.resync('it fell behind the stream kept in Redis');
+    const [oldest] = await this.sub.xrangeBuffer(this.key, '-', '+', 'COUNT', 1).catch(() => []);
+    if (first && oldest && compareIds(oldest[0].toString(), first) >= 0) this.resync('it fell behind the stream kept in Redis');
   }
 
   private resync(reason: string) {
@@ -351,12 +347,12 @@ function compareIds(a: string, b: string) {
   return am - bm || as - bs;
 }
 
-/** The shard count a heartbeat says (0 for anything else). */
-function shardsOf(value: string) {
+/** What a heartbeat says: the shards its sender reads (0 for anything else), and whether it is leaving. */
+function beatOf(value: string): [shards: number, leaving: boolean] {
   try {
-    const shards = (JSON.parse(value) as { shards?: unknown }).shards;
-    return typeof shards === 'number' && Number.isInteger(shards) && shards >= 0 ? shards : 0;
+    const { shards, leaving } = JSON.parse(value) as { shards?: unknown; leaving?: unknown };
+    return [typeof shards === 'number' && Number.isInteger(shards) && shards >= 0 ? shards : 0, leaving === true];
   } catch {
-    return 0;
+    return [0, false];
   }
 }

@@ -20,7 +20,7 @@ export interface UsageOptions {
   prefix: string;
   replicaId: string;
   secret: string;
-  /** The replicas alive now (this one included), by id. */
+  /** The other replicas alive now, by id (from their sealed heartbeats: nobody can add one to be read). */
   replicas: () => Promise<string[]>;
   intervalMs?: number;
   now?: () => number;
@@ -77,9 +77,10 @@ export class SharedUsage {
     return `${this.options.prefix}:usage:${replicaId}`;
   }
 
+  /** Sealed for this table's replicas (the prefix), this replica and this tenant: a count cannot be moved to another. */
   private seal(replicaId: string, tenant: string, usage: TenantUsage, at: number) {
     return createHmac('sha256', this.options.secret)
-      .update(`usage\n${replicaId}\n${tenant}\n${usage.subscriptions}\n${usage.connections}\n${at}`)
+      .update(`usage\n${this.options.prefix}\n${replicaId}\n${tenant}\n${usage.subscriptions}\n${usage.connections}\n${at}`)
       .digest('hex');
   }
 
