@@ -120,6 +120,7 @@ const env = z.object({
   RUNPLANE_CONNECTION_INIT_SECONDS: whole(1, 3600).default(3),
   RUNPLANE_WS_PING_SECONDS: whole(1, 3600).default(12),
   RUNPLANE_GAP_WAIT_SECONDS: whole(1, 86_400).default(30),
+  RUNPLANE_STALL_CHECK_SECONDS: whole(1, 3600).default(5),
   RUNPLANE_REDIS_URL: z
     .string()
     .url('must be a URL such as redis://127.0.0.1:6379')
@@ -158,6 +159,10 @@ export interface Config {
   readonly connections: ConnectionLimits;
   /** How long a run's live feed waits for a missing seq before it says so and moves on. */
   readonly gapWaitMs: number;
+  /** How often the stall watcher looks for claims that ran out. */
+  readonly stallCheckMs: number;
+  /** This process's name as a holder of system leases (the stall watcher's). */
+  readonly processId: string;
   readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
   readonly graphiql: boolean;
   /** Serve the run console at `/`. */
@@ -213,6 +218,14 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       'bad configuration:\n  RUNPLANE_REDIS_URL is set without RUNPLANE_REDIS_SECRET: replicas trust only Redis entries sealed with a secret they share (at least 32 characters, the same on every replica: openssl rand -hex 32)',
     );
   }
+  // Unique per process even when two are given one name: two holders by one name would both read a shard.
+  const replicaId = `${
+    e.RUNPLANE_REPLICA_ID ??
+    (hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, '-')
+      .slice(0, 80) ||
+      'replica')
+  }-${process.pid}-${randomBytes(3).toString('hex')}`;
   const on = (value: string | undefined, fallback: boolean) => (value === undefined ? fallback : value === 'true' || value === '1');
   const endpoint = e.AWS_ENDPOINT_URL_DYNAMODB;
   const local = !endpoint || isLoopback(endpoint);
@@ -248,6 +261,8 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       pingIntervalMs: e.RUNPLANE_WS_PING_SECONDS * 1000,
     },
     gapWaitMs: e.RUNPLANE_GAP_WAIT_SECONDS * 1000,
+    stallCheckMs: e.RUNPLANE_STALL_CHECK_SECONDS * 1000,
+    processId: replicaId,
     retention: {
       idempotencySeconds: e.RUNPLANE_IDEMPOTENCY_TTL_HOURS * 3600,
       finishedRunSeconds: e.RUNPLANE_RUN_RETENTION_DAYS * 86400,
@@ -267,14 +282,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       ? {
           redisUrl: e.RUNPLANE_REDIS_URL,
           redisSecret: e.RUNPLANE_REDIS_SECRET as string,
-          // Unique per process even when two are given one name: two holders by one name would both read a shard.
-          replicaId: `${
-            e.RUNPLANE_REPLICA_ID ??
-            (hostname()
-              .replace(/[^A-Za-z0-9._:-]/g, '-')
-              .slice(0, 80) ||
-              'replica')
-          }-${process.pid}-${randomBytes(3).toString('hex')}`,
+          replicaId,
           shardLeaseSeconds: e.RUNPLANE_SHARD_LEASE_SECONDS,
         }
       : undefined,

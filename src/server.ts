@@ -15,6 +15,7 @@ import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
 import { withFastPath } from './streams/fast-path.ts';
 import { type Live, startLive } from './streams/live.ts';
+import { StallWatcher } from './streams/stall-watcher.ts';
 import { type Clients, createClients } from './table/client.ts';
 import { ensureTable } from './table/ensure.ts';
 import { availabilityOf } from './table/failures.ts';
@@ -31,6 +32,8 @@ export interface RunningServer extends AsyncDisposable {
   live: Live;
   /** The stores without the fast path (tests wait on their background work). */
   stores: Stores;
+  /** Finds claimed runs whose claim ran out (one replica watches at a time). */
+  watcher: StallWatcher;
   clients: Clients;
   tableCreated: boolean;
   /** Whether it serves everyone as the default tenant (no API keys configured). */
@@ -93,6 +96,15 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       },
     });
     const stores = withFastPath(raw, live.publish);
+    // One watcher per table finds the claimed runs whose worker is gone (through the fast path: subscribers hear of it at once).
+    const watcher = new StallWatcher({
+      runs: stores.runs,
+      leases: createShardLeases(storeDeps),
+      holder: config.processId,
+      intervalMs: config.stallCheckMs,
+      log,
+    });
+    watcher.start();
     const feeds = live;
     const sendBuffers = { held: 0 };
     const documents = new DocumentCache(config.documentCacheBytes);
@@ -124,7 +136,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       limits: config.limits,
       connections: config.connections,
       log,
-      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers, documents }),
+      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers, documents, stalls: watcher.counts }),
       availabilityOf,
       sendBuffers,
       ready: async () => {
@@ -144,6 +156,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         app.closeStreams();
         feeds.endSubscriptions();
         await app.stop();
+        await watcher.stop();
         await raw.runs.settled();
         await feeds.stop();
         clients.destroy();
@@ -158,6 +171,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       engine,
       live,
       stores: raw,
+      watcher,
       clients,
       tableCreated,
       open: apiKeys.open,

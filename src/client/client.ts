@@ -9,6 +9,7 @@ import { type CallOptions, createMutations, type Mutations } from './mutations.t
 import type { Notice } from './notices.ts';
 import { ListLeases, ListRuns, ReadLease, ReadRun, Viewer } from './operations.ts';
 import { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
+import { type ClaimedRun, type RunClaimOptions, withRun } from './run-claim.ts';
 import { type RunEvent, type RunEventsOptions, runEvents, type StreamDeps } from './run-events.ts';
 import { sseTransport } from './sse.ts';
 import { type LeaseState, leaseChanged, type RunState, runChanged, type StateStreamOptions } from './state-streams.ts';
@@ -76,6 +77,11 @@ export interface Runplane extends Mutations {
   /** Every lease of the tenant as it changes. */
   leasesChanged(options?: TenantStreamOptions): AsyncGenerator<LeaseState, void, undefined>;
   withLease<T>(options: LeaseOptions, fn: (context: LeaseContext) => Promise<T>): Promise<T>;
+  /**
+   * Works on a run while holding its claim: `run`'s writes carry the fencing token, `signal`
+   * aborts when the run is cancelled, taken over or the claim is lost; released at the end.
+   */
+  withRun<T>(options: RunClaimOptions, fn: (run: ClaimedRun, signal: AbortSignal) => Promise<T>): Promise<T>;
   /** Closes the WebSocket (streams still open end with it). */
   close(): Promise<void>;
   /** `await using runplane = createRunplane(...)` closes it on the way out. */
@@ -145,6 +151,8 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     runsChanged: (streamOptions) => runsChanged(deps, streamOptions),
     leasesChanged: (streamOptions) => leasesChanged(deps, streamOptions),
     withLease: (leaseOptions, fn) => withLease(mutations, leaseOptions, fn),
+    withRun: (runOptions, fn) =>
+      withRun({ mutations, runChanged: (runId, { signal }) => runChanged(deps, runId, { signal }) }, runOptions, fn),
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -42,6 +42,12 @@ export const clientCodes = {
   leaseHeld: 'LEASE_HELD',
   /** withLease: the lease was lost, or could not be renewed before it expired. */
   leaseLost: 'LEASE_LOST',
+  /** withRun: another worker kept the run for longer than `waitMs` (retryable later). */
+  runHeld: 'RUN_HELD',
+  /** withRun: the claim was lost (taken over, run out, or could not be renewed before it expired). */
+  claimLost: 'CLAIM_LOST',
+  /** withRun: the run was cancelled while the function ran. */
+  runCancelled: 'RUN_CANCELLED',
 } as const;
 
 export type ServerCode = (typeof serverCodes)[number];
@@ -54,6 +60,7 @@ const retryable = new Set<string>([
   clientCodes.timeout,
   clientCodes.restarting,
   clientCodes.leaseHeld,
+  clientCodes.runHeld,
 ]);
 
 /** Whether a failure with this code may succeed if tried again later. */

@@ -23,6 +23,7 @@ export { newIdempotencyKey } from './mutations.ts';
 export type { Notice, SeqRange } from './notices.ts';
 export * as operations from './operations.ts';
 export { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
+export type { ClaimedRun, RunClaimOptions, RunClaimState } from './run-claim.ts';
 export type { RunEvent, RunEventsOptions } from './run-events.ts';
 export { MAX_MISSING_RANGES } from './sequencer.ts';
 export type { LeaseState, RunState, StateStreamOptions } from './state-streams.ts';

@@ -9,10 +9,14 @@ import type { Notice } from './notices.ts';
 import {
   AcquireLease,
   AppendEvent,
+  CancelRun,
   ChargeBudget,
+  ClaimRun,
   CreateRun,
   ReleaseLease,
+  ReleaseRunClaim,
   RenewLease,
+  RenewRunClaim,
   RequestApproval,
   ResolveApproval,
   TransitionRun,
@@ -36,6 +40,10 @@ export type RenewLeaseInput = Input<typeof RenewLease>;
 export type ReleaseLeaseInput = Input<typeof ReleaseLease>;
 export type RequestApprovalInput = Input<typeof RequestApproval>;
 export type ResolveApprovalInput = Input<typeof ResolveApproval>;
+export type ClaimRunInput = Input<typeof ClaimRun>;
+export type RenewRunClaimInput = Input<typeof RenewRunClaim>;
+export type ReleaseRunClaimInput = Input<typeof ReleaseRunClaim>;
+export type CancelRunInput = Input<typeof CancelRun>;
 
 export type CreateRunResult = ResultOf<typeof CreateRun>['createRun'];
 export type AppendEventResult = ResultOf<typeof AppendEvent>['appendEvent'];
@@ -46,6 +54,10 @@ export type RenewLeaseResult = ResultOf<typeof RenewLease>['renewLease'];
 export type ReleaseLeaseResult = ResultOf<typeof ReleaseLease>['releaseLease'];
 export type RequestApprovalResult = ResultOf<typeof RequestApproval>['requestApproval'];
 export type ResolveApprovalResult = ResultOf<typeof ResolveApproval>['resolveApproval'];
+export type ClaimRunResult = ResultOf<typeof ClaimRun>['claimRun'];
+export type RenewRunClaimResult = ResultOf<typeof RenewRunClaim>['renewRunClaim'];
+export type ReleaseRunClaimResult = ResultOf<typeof ReleaseRunClaim>['releaseRunClaim'];
+export type CancelRunResult = ResultOf<typeof CancelRun>['cancelRun'];
 
 export interface Mutations {
   createRun(input: CreateRunInput, options?: CallOptions): Promise<CreateRunResult>;
@@ -59,6 +71,14 @@ export interface Mutations {
   requestApproval(input: RequestApprovalInput, options?: CallOptions): Promise<RequestApprovalResult>;
   /** AWAITING_APPROVAL -> RUNNING (approved) or FAILED (rejected) with an `approval.resolved` event; a racing approver gets StatusConflict. */
   resolveApproval(input: ResolveApprovalInput, options?: CallOptions): Promise<ResolveApprovalResult>;
+  /** Takes the run for a worker (a STALLED one is taken over): a RunClaim with a fencing token, or RunHeld. */
+  claimRun(input: ClaimRunInput, options?: CallOptions): Promise<ClaimRunResult>;
+  /** Extends your claim; ClaimLost once it is not yours. Safe to repeat: it carries no key. */
+  renewRunClaim(input: RenewRunClaimInput, options?: CallOptions): Promise<RenewRunClaimResult>;
+  /** Ends your claim now. Safe to repeat: it carries no key. */
+  releaseRunClaim(input: ReleaseRunClaimInput, options?: CallOptions): Promise<ReleaseRunClaimResult>;
+  /** Any unfinished run to CANCELLED, its claim ended: the worker holding it is told, and its fenced writes refused. */
+  cancelRun(input: CancelRunInput, options?: CallOptions): Promise<CancelRunResult>;
 }
 
 /** A fresh idempotency key: 128 random bits (getRandomValues works in every browser context, randomUUID does not). */
@@ -77,6 +97,14 @@ export function createMutations(http: HttpConnection, retry: RetryPolicy, onNoti
       return data[field];
     };
   }
+  /** A mutation that is safe to repeat as it is (a holder's renew or release): sent with no key, retried alike. */
+  function repeatable<D extends Document, F extends keyof ResultOf<D>>(document: D & ValidDocument<D>, field: F) {
+    return async (input: Input<D>, options?: CallOptions): Promise<ResultOf<D>[F]> => {
+      const policy = options?.retry === false ? false : { ...retry, ...options?.retry };
+      const data = await send(http, document, { input } as VariablesOf<D>, { signal: options?.signal, retry: policy, onNotice });
+      return data[field];
+    };
+  }
   return {
     createRun: mutation(CreateRun, 'createRun'),
     appendEvent: mutation(AppendEvent, 'appendEvent'),
@@ -87,5 +115,9 @@ export function createMutations(http: HttpConnection, retry: RetryPolicy, onNoti
     releaseLease: mutation(ReleaseLease, 'releaseLease'),
     requestApproval: mutation(RequestApproval, 'requestApproval'),
     resolveApproval: mutation(ResolveApproval, 'resolveApproval'),
+    claimRun: mutation(ClaimRun, 'claimRun'),
+    renewRunClaim: repeatable(RenewRunClaim, 'renewRunClaim'),
+    releaseRunClaim: repeatable(ReleaseRunClaim, 'releaseRunClaim'),
+    cancelRun: mutation(CancelRun, 'cancelRun'),
   };
 }

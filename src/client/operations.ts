@@ -6,12 +6,16 @@
 import { graphql } from './graphql.ts';
 
 const BudgetFields = graphql(`fragment BudgetFields on Budget { id runId cap spent remaining version }`);
-const RunFields = graphql(`fragment RunFields on Run { id task status version createdAt updatedAt budget { ...BudgetFields } }`, [
-  BudgetFields,
-]);
+const RunFields = graphql(
+  `fragment RunFields on Run { id task status version createdAt updatedAt budget { ...BudgetFields } claim { id runId holder token acquiredAt expiresAt version } }`,
+  [BudgetFields],
+);
 const EventFields = graphql(`fragment EventFields on Event { id runId seq type payload createdAt late missingBefore { from to } }`);
 const LeaseFields = graphql(`fragment LeaseFields on Lease { id unitId owner token acquiredAt expiresAt version }`);
 const IdempotencyConflictFields = graphql(`fragment IdempotencyConflictFields on IdempotencyConflict { message key operation }`);
+/** ClaimLost's holder and token are null when nobody holds the run: aliased, so they sit beside RunClaim's non-null ones. */
+const ClaimLostFields = graphql(`fragment ClaimLostFields on ClaimLost { message runId currentHolder: holder currentToken: token }`);
+const ClaimFields = graphql(`fragment ClaimFields on RunClaim { id runId holder token acquiredAt expiresAt version }`);
 
 export const CreateRun = graphql(
   `mutation CreateRun($input: CreateRunInput!) {
@@ -33,10 +37,11 @@ export const AppendEvent = graphql(
       ... on SequenceConflict { message runId seq lastSeq }
       ... on RunNotFound { message runId }
       ... on BudgetExceeded { message runId cap spent remaining requested }
+      ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [EventFields, IdempotencyConflictFields],
+  [EventFields, ClaimLostFields, IdempotencyConflictFields],
 );
 
 export const ChargeBudget = graphql(
@@ -46,10 +51,11 @@ export const ChargeBudget = graphql(
       ...BudgetFields
       ... on BudgetExceeded { message runId cap spent remaining requested }
       ... on RunNotFound { message runId }
+      ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [BudgetFields, IdempotencyConflictFields],
+  [BudgetFields, ClaimLostFields, IdempotencyConflictFields],
 );
 
 export const TransitionRun = graphql(
@@ -59,10 +65,11 @@ export const TransitionRun = graphql(
       ...RunFields
       ... on StatusConflict { message runId expected current currentVersion expectedVersion }
       ... on RunNotFound { message runId }
+      ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [RunFields, IdempotencyConflictFields],
+  [RunFields, ClaimLostFields, IdempotencyConflictFields],
 );
 
 export const AcquireLease = graphql(
@@ -139,6 +146,44 @@ const StatusConflictFields = graphql(
 export const RequestApproval = graphql(
   `mutation RequestApproval($input: RequestApprovalInput!) {
     requestApproval(input: $input) {
+      __typename
+      ...RunFields
+      ...StatusConflictFields
+      ... on RunNotFound { message runId }
+      ...ClaimLostFields
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [RunFields, StatusConflictFields, ClaimLostFields, IdempotencyConflictFields],
+);
+
+export const ClaimRun = graphql(
+  `mutation ClaimRun($input: ClaimRunInput!) {
+    claimRun(input: $input) {
+      __typename
+      ...ClaimFields
+      ... on RunHeld { message runId holder expiresAt }
+      ... on RunNotFound { message runId }
+      ...StatusConflictFields
+      ...IdempotencyConflictFields
+    }
+  }`,
+  [ClaimFields, StatusConflictFields, IdempotencyConflictFields],
+);
+
+export const RenewRunClaim = graphql(
+  `mutation RenewRunClaim($input: RenewRunClaimInput!) { renewRunClaim(input: $input) { __typename ...ClaimFields ...ClaimLostFields } }`,
+  [ClaimFields, ClaimLostFields],
+);
+
+export const ReleaseRunClaim = graphql(
+  `mutation ReleaseRunClaim($input: ReleaseRunClaimInput!) { releaseRunClaim(input: $input) { __typename ...ClaimFields ...ClaimLostFields } }`,
+  [ClaimFields, ClaimLostFields],
+);
+
+export const CancelRun = graphql(
+  `mutation CancelRun($input: CancelRunInput!) {
+    cancelRun(input: $input) {
       __typename
       ...RunFields
       ...StatusConflictFields

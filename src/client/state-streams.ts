@@ -15,12 +15,21 @@ export interface StateStreamOptions {
   signal?: AbortSignal;
 }
 
-/** Of two run states, whether `next` is newer: neither version went back, one went forward. */
+/**
+ * Of two run states, whether `next` is newer: neither the run's nor its budget's version went
+ * back, and one of them, or the claim's, went forward (or the claim ended: a run whose claim
+ * is over shows none).
+ */
 export function isNewerRun(next: RunState, seen: RunState | undefined) {
   if (!seen) return true;
   const forward = next.version >= seen.version && next.budget.version >= seen.budget.version;
-  return forward && (next.version > seen.version || next.budget.version > seen.budget.version);
+  const claimMoved = next.claim ? next.claim.version > (seen.claim?.version ?? 0) : seen.claim !== null;
+  return forward && (next.version > seen.version || next.budget.version > seen.budget.version || claimMoved);
 }
+
+/** The SSE id of a run state, as the server writes it (`<version>.<budget version>[.<claim version>]`). */
+const runStateId = (state: RunState) =>
+  state.claim ? `${state.version}.${state.budget.version}.${state.claim.version}` : `${state.version}.${state.budget.version}`;
 
 export function runChanged(deps: StreamDeps, runId: string, { signal }: StateStreamOptions = {}): AsyncGenerator<RunState, void> {
   let seen: RunState | undefined;
@@ -35,7 +44,7 @@ export function runChanged(deps: StreamDeps, runId: string, { signal }: StateStr
     request: () => ({
       document: RunChanged,
       variables: { runId },
-      lastEventId: seen ? `${seen.version}.${seen.budget.version}` : undefined,
+      lastEventId: seen ? runStateId(seen) : undefined,
     }),
     accept: (result) => {
       const state = result.data.runChanged as RunState;

@@ -1,5 +1,6 @@
 /**
- * One run: header and budget (live through runChanged), the approval panel, and the event
+ * One run: header and budget (live through runChanged), who holds it (its claim, counted
+ * down; a STALLED badge; Cancel for a key that may write), the approval panel, and the event
  * timeline with its live tail (runEvents), type filter and jump to seq.
  */
 import type { RunState } from '../client/index.ts';
@@ -29,6 +30,7 @@ export const runPage: Page = (root, session, params) => {
   const message = h('div', { class: 'message' });
   const header = h('section', { class: 'run-header', 'aria-label': 'Run' });
   const approval = h('section', { class: 'approval', 'aria-label': 'Approval' });
+  const holding = h('section', { class: 'holding', 'aria-label': 'Worker' });
   const showError = (text: string) => fill(message, errorBox(text));
   const timeline = new Timeline({
     client: session.client,
@@ -71,6 +73,7 @@ export const runPage: Page = (root, session, params) => {
     h('p', {}, h('a', { href: '#/runs' }, '← Runs')),
     message,
     header,
+    holding,
     approval,
     h('h2', {}, 'Events'),
     controls,
@@ -106,11 +109,62 @@ export const runPage: Page = (root, session, params) => {
     );
   }
 
+  /** Who holds the run, and for how long still (counted down each second); a Cancel form for a key that may write. */
+  const countdown = setInterval(() => drawClaim(), 1_000);
+  const reasonInput = h('input', { id: 'cancel-reason', type: 'text', size: 30, placeholder: 'why (optional)' });
+  const cancelOutcome = h('span', { class: 'outcome', role: 'status' });
+  const cancelForm = h(
+    'form',
+    { class: 'cancel', on: { submit: (e) => submitted(e, cancelRun) } },
+    h('label', { for: 'cancel-reason' }, 'Reason'),
+    ' ',
+    reasonInput,
+    ' ',
+    h('button', { type: 'submit', id: 'cancel-run', class: 'danger' }, 'Cancel run'),
+    ' ',
+    cancelOutcome,
+  );
+  function drawClaim() {
+    if (!run) return;
+    const claim = run.claim;
+    const left = claim ? Math.max(0, Math.ceil((Date.parse(claim.expiresAt) - Date.now()) / 1000)) : 0;
+    const finished = ['COMPLETED', 'FAILED', 'CANCELLED'].includes(run.status);
+    const who =
+      run.status === 'STALLED'
+        ? h('p', { id: 'run-holder' }, 'Stalled: its worker stopped renewing its claim. A worker that claims it takes it over.')
+        : claim && left > 0
+          ? h(
+              'p',
+              { id: 'run-holder' },
+              'Held by ',
+              h('code', {}, claim.holder),
+              ` (token ${claim.token}), `,
+              h('span', { id: 'claim-left' }, `${left} s`),
+              ' left',
+            )
+          : h('p', { id: 'run-holder' }, finished ? 'Finished.' : 'No worker holds it.');
+    fill(holding, h('h2', {}, 'Worker'), who, session.canWrite && !finished ? cancelForm : null);
+  }
+  async function cancelRun() {
+    const button = cancelForm.querySelector('button');
+    if (button) button.disabled = true;
+    try {
+      const answer = await session.client.cancelRun({ runId, reason: reasonInput.value.trim() || null });
+      if (answer.__typename === 'Run') fill(cancelOutcome, 'Cancelled.');
+      else fill(cancelOutcome, errorBox(answer.__typename === 'StatusConflict' ? `The run is already ${answer.current}.` : answer.message));
+    } catch (err) {
+      fill(cancelOutcome, errorBox(`Not cancelled: ${err instanceof Error ? err.message : String(err)}`));
+    } finally {
+      if (button) button.disabled = false;
+    }
+  }
+
   let lastStatus: string | undefined;
   function update(next: RunState) {
     if (run && !isNewer(next, run)) return;
     run = next;
     drawHeader();
+    drawClaim();
     if (next.status !== lastStatus) {
       lastStatus = next.status;
       void approvalPanel(approval, { session, run: next, onError: showError, signal: stop.signal });
@@ -165,6 +219,7 @@ export const runPage: Page = (root, session, params) => {
   })();
   return () => {
     stop.abort();
+    clearInterval(countdown);
     tail.stop();
   };
 };

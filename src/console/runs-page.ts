@@ -8,7 +8,7 @@ import { age } from './format.ts';
 import type { Page } from './main.ts';
 import { isNewer } from './runs.ts';
 
-const STATUSES = ['RUNNING', 'WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
+const STATUSES = ['RUNNING', 'WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'STALLED', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
 type Status = (typeof STATUSES)[number];
 const PAGE_SIZE = 50;
 /** Rows kept on one page: live additions past this push the oldest off (they are on the next page). */

@@ -2,7 +2,7 @@
  * Expected refusals: a conditional write that did not hold. Each carries what a client
  * needs to decide its next step without another read.
  */
-import type { Budget, Lease, RunStatus } from './run.ts';
+import type { Budget, Lease, RunClaim, RunStatus } from './run.ts';
 
 export abstract class DomainError extends Error {
   constructor(message: string) {
@@ -102,6 +102,39 @@ export class LeaseLost extends DomainError {
     );
     this.unitId = unitId;
     this.holder = live?.owner;
+    this.token = live?.token;
+  }
+}
+
+export class RunHeld extends DomainError {
+  readonly runId: string;
+  readonly holder: string;
+  readonly expiresAt: Date;
+
+  constructor(claim: RunClaim) {
+    super(`run ${claim.runId} is claimed by ${claim.holder} until ${claim.expiresAt.toISOString()}`);
+    this.runId = claim.runId;
+    this.holder = claim.holder;
+    this.expiresAt = claim.expiresAt;
+  }
+}
+
+/** The caller's claim (or the fencing token it wrote with) is not the run's live claim: nothing was written. */
+export class ClaimLost extends DomainError {
+  readonly runId: string;
+  /** Who holds the run now, and with which token (absent when nobody does). */
+  readonly holder?: string;
+  readonly token?: number;
+
+  constructor(runId: string, current: RunClaim | null, at: number) {
+    const live = current && current.expiresAt.getTime() > at ? current : null;
+    super(
+      live
+        ? `the claim on run ${runId} is now ${live.holder}'s, with token ${live.token}: nothing was written`
+        : `run ${runId} has no live claim with that token (it expired, was released, taken over or the run was cancelled): nothing was written`,
+    );
+    this.runId = runId;
+    this.holder = live?.holder;
     this.token = live?.token;
   }
 }

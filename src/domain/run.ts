@@ -1,6 +1,6 @@
 /** The run: an agent's unit of work, with its status, budget and event stream. */
 
-export const runStatuses = ['RUNNING', 'WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
+export const runStatuses = ['RUNNING', 'WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'STALLED', 'COMPLETED', 'FAILED', 'CANCELLED'] as const;
 export type RunStatus = (typeof runStatuses)[number];
 
 export interface Run {
@@ -44,6 +44,18 @@ export interface DeliveredEvent extends RunEvent {
   late?: boolean;
 }
 
+/** Which worker holds a run: a lease on the run itself, kept in its partition. */
+export interface RunClaim {
+  runId: string;
+  holder: string;
+  /** Fencing token: larger than every token issued before for this run. */
+  token: number;
+  acquiredAt: Date;
+  expiresAt: Date;
+  /** Grows by one with every change to the claim. */
+  version: number;
+}
+
 export interface Lease {
   unitId: string;
   owner: string;
@@ -59,13 +71,15 @@ const terminal: ReadonlySet<RunStatus> = new Set(['COMPLETED', 'FAILED', 'CANCEL
 
 /**
  * Where transitionRun may move a run. A run awaiting approval leaves it only through
- * resolveApproval, which records who decided: no agent can skip the decision. Terminal
- * statuses go nowhere.
+ * resolveApproval (which records who decided: no agent can skip the decision) or cancelRun; a
+ * stalled run only through claimRun (a worker takes it over) or cancelRun. Terminal statuses
+ * go nowhere.
  */
 const transitions: Record<RunStatus, readonly RunStatus[]> = {
   RUNNING: ['WAITING_FOR_TOOL', 'AWAITING_APPROVAL', 'COMPLETED', 'FAILED', 'CANCELLED'],
   WAITING_FOR_TOOL: ['RUNNING', 'FAILED', 'CANCELLED'],
   AWAITING_APPROVAL: [],
+  STALLED: [],
   COMPLETED: [],
   FAILED: [],
   CANCELLED: [],
@@ -73,8 +87,12 @@ const transitions: Record<RunStatus, readonly RunStatus[]> = {
 
 /** Why a status has no transitionRun moves, when it is not terminal. */
 export const leftOnlyBy: Partial<Record<RunStatus, string>> = {
-  AWAITING_APPROVAL: 'resolveApproval',
+  AWAITING_APPROVAL: 'resolveApproval or cancelRun',
+  STALLED: 'claimRun (a worker takes it over) or cancelRun',
 };
+
+/** A claimed run in these statuses whose claim runs out is stalled: its worker is gone. */
+export const stallable: ReadonlySet<RunStatus> = new Set(['RUNNING', 'WAITING_FOR_TOOL']);
 
 export const initialStatus: RunStatus = 'RUNNING';
 

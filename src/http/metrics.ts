@@ -48,9 +48,10 @@ export interface MetricSources {
   };
   sendBuffers: { readonly held: number };
   documents: { readonly bytes: number; readonly size: number; readonly counts: { readonly evictions: number } };
+  stalls: { readonly stalled: number };
 }
 
-export function metricsOf({ appends: appended, live, sendBuffers, documents }: MetricSources) {
+export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls }: MetricSources) {
   return () => {
     const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
@@ -67,6 +68,12 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents }: M
         help: 'Transactions that wrote more than one concurrent append to a run together.',
         type: 'counter',
         samples: [[undefined, batches]],
+      },
+      {
+        name: 'runplane_runs_stalled_total',
+        help: "Claimed runs this process's stall watcher found with their claim run out, and moved to STALLED.",
+        type: 'counter',
+        samples: [[undefined, stalls.stalled]],
       },
       {
         name: 'runplane_documents_cached',

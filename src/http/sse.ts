@@ -27,8 +27,12 @@ export function streamEventId(event: unknown): string | undefined {
   if (event === null || typeof event !== 'object') return undefined;
   if ('seq' in event && 'runId' in event) return (event as DeliveredEvent).late ? undefined : String((event as DeliveredEvent).seq);
   if ('run' in event) {
-    const { run, budget } = event as { run: { version: number }; budget: { version: number } | null };
-    return `${run.version}.${budget?.version ?? 0}`;
+    const { run, budget, claim } = event as {
+      run: { version: number };
+      budget: { version: number } | null;
+      claim?: { version: number } | null;
+    };
+    return claim ? `${run.version}.${budget?.version ?? 0}.${claim.version}` : `${run.version}.${budget?.version ?? 0}`;
   }
   if ('unitId' in event && 'version' in event) return String((event as Lease).version);
   return undefined;

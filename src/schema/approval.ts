@@ -1,12 +1,12 @@
 /** Approvals as first-class mutations: the status change and its timeline event in one transaction. */
 import { z } from 'zod';
-import { IdempotencyConflict, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import { ClaimLost, IdempotencyConflict, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import type { ServerEventType } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import type { Context } from './context.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
-import { id, owner, payload, text } from './inputs.ts';
+import { fencingToken, fencingTokenDescription, id, owner, payload, text } from './inputs.ts';
 import { RunRef } from './run.ts';
 
 /** The event types an approval writes (server-written: appendEvent refuses them). */
@@ -29,16 +29,23 @@ const RequestApprovalInput = builder.inputType('RequestApprovalInput', {
     runId: t.id({ required: true }),
     request: t.field({ type: 'JSON', required: true, description: 'What is to be approved (shown to the approver), any JSON.' }),
     expectedVersion: t.int({ description: 'Only if the run is still at this version; StatusConflict otherwise.' }),
+    fencingToken: t.int({ description: fencingTokenDescription }),
     idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
-  validate: z.object({ runId: id, request: payload, expectedVersion, idempotencyKey: id.optional().nullable() }),
+  validate: z.object({
+    runId: id,
+    request: payload,
+    expectedVersion,
+    fencingToken: fencingToken.optional().nullable(),
+    idempotencyKey: id.optional().nullable(),
+  }),
 });
 
 builder.mutationField('requestApproval', (t) =>
   t.field({
     type: RunRef,
     description: `Moves a RUNNING run to AWAITING_APPROVAL and appends an \`${APPROVAL_REQUESTED}\` event (payload: { request, by: the asking key's name }) in one transaction.`,
-    errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
+    errors: { types: [StatusConflict, RunNotFound, ClaimLost, IdempotencyConflict] },
     args: { input: t.arg({ type: RequestApprovalInput, required: true }) },
     resolve: async (_, { input }, context) => {
       checkSize(input.request, 'input.request', context);
@@ -52,6 +59,7 @@ builder.mutationField('requestApproval', (t) =>
           expectedVersion: input.expectedVersion ?? undefined,
           type: APPROVAL_REQUESTED,
           payload: { request: input.request, by: keyName },
+          fencingToken: input.fencingToken ?? undefined,
         },
         idempotencyOf(tenant, 'requestApproval', input),
       );

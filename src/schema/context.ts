@@ -2,7 +2,7 @@
 
 import type { Limits } from '../domain/limits.ts';
 import type { Role } from '../domain/principal.ts';
-import type { Budget, DeliveredEvent, Lease, Run, RunStatus } from '../domain/run.ts';
+import type { Budget, DeliveredEvent, Lease, Run, RunClaim, RunStatus } from '../domain/run.ts';
 import type { ReadBudget, Stores } from '../store/index.ts';
 import type { SendBudget } from '../streams/send-budget.ts';
 
@@ -23,8 +23,8 @@ export interface LiveFeeds {
     tenant: string;
     runId: string;
     budget?: SendBudget;
-    seen?: { run: number; budget: number };
-  }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
+    seen?: { run: number; budget: number; claim?: number };
+  }): AsyncIterableIterator<{ run: Run; budget: Budget | null; claim: RunClaim | null }>;
   leaseChanged(query: { tenant: string; unitId: string; budget?: SendBudget; seen?: number }): AsyncIterableIterator<Lease>;
   /** Every run of the tenant that changes. */
   runsChanged(query: {

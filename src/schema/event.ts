@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { BudgetExceeded, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
+import { BudgetExceeded, ClaimLost, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import { type DeliveredEvent, passesForServerEventType, type SeqRange, serverEventTypes } from '../domain/run.ts';
 import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
-import { amount, eventType, id, payload, positive } from './inputs.ts';
+import { amount, eventType, fencingToken, fencingTokenDescription, id, payload, positive } from './inputs.ts';
 
 const SeqRangeRef = builder.objectRef<SeqRange>('SeqRange').implement({
   description: 'Seqs from `from` to `to`, both included.',
@@ -67,6 +67,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
     payload: t.field({ type: 'JSON', description: `Any JSON value, up to the server's payload limit.` }),
     seq: t.int({ description: 'Append exactly here (optimistic concurrency): refused with SequenceConflict if taken or not next.' }),
     cost: t.int({ description: 'Charged to the run budget in the same transaction: both or neither.' }),
+    fencingToken: t.int({ description: fencingTokenDescription }),
     idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
   validate: z.object({
@@ -77,6 +78,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
     payload: payload.optional().nullable(),
     seq: positive.optional().nullable(),
     cost: amount.optional().nullable(),
+    fencingToken: fencingToken.optional().nullable(),
     idempotencyKey: id.optional().nullable(),
   }),
 });
@@ -85,7 +87,7 @@ builder.mutationField('appendEvent', (t) =>
   t.field({
     type: EventRef,
     description: "Appends an event at the run's next seq (or exactly at `seq`).",
-    errors: { types: [SequenceConflict, RunNotFound, BudgetExceeded, IdempotencyConflict] },
+    errors: { types: [SequenceConflict, RunNotFound, BudgetExceeded, ClaimLost, IdempotencyConflict] },
     args: { input: t.arg({ type: AppendEventInput, required: true }) },
     resolve: (_, { input }, { tenant, stores, limits }) => {
       const size = Buffer.byteLength(JSON.stringify(input.payload ?? null));
@@ -100,6 +102,7 @@ builder.mutationField('appendEvent', (t) =>
           payload: input.payload ?? null,
           seq: input.seq ?? undefined,
           cost: input.cost ?? undefined,
+          fencingToken: input.fencingToken ?? undefined,
         },
         idempotencyOf(tenant, 'appendEvent', input),
       );

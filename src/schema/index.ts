@@ -6,6 +6,7 @@ import './event.ts';
 import './budget.ts';
 import './lease.ts';
 import './approval.ts';
+import './claim.ts';
 import './viewer.ts';
 import { builder } from './builder.ts';
 import { eventResolvers } from './subscriptions.ts';

@@ -41,3 +41,8 @@ export const payload = z
     'must only hold numbers DynamoDB can store: 0, or a magnitude from 1e-130 to below 1e126 (no NaN or Infinity)',
   )
   .refine((value) => !hasReservedKey(value), `must not use the object key ${RESERVED_PAYLOAD_KEY} (JavaScript reserves it; rename it)`);
+
+/** A run claim's fencing token, as the fenced writes take it. */
+export const fencingToken = z.number().int().min(1, 'must be at least 1');
+export const fencingTokenDescription =
+  "The run claim's token (claimRun): the write lands only while it is the run's live claim, else ClaimLost and nothing is written.";

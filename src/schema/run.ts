@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import { ClaimLost, IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
-import { allowedTransitions, type Budget, canTransition, leftOnlyBy, type Run, type RunEvent, runStatuses } from '../domain/run.ts';
+import {
+  allowedTransitions,
+  type Budget,
+  canTransition,
+  leftOnlyBy,
+  type Run,
+  type RunClaim,
+  type RunEvent,
+  runStatuses,
+} from '../domain/run.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
 import { EventConnection } from './event.ts';
 import { eventPage } from './event-page.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
-import { amount, eventType, id, text } from './inputs.ts';
+import { amount, eventType, fencingToken, fencingTokenDescription, id, text } from './inputs.ts';
 import { listingConnection, listingPageSize } from './listing.ts';
 import { firstEventsWanted } from './prefetch.ts';
 import { RunStatusEnum } from './run-status.ts';
@@ -17,6 +26,8 @@ import { RunStatusEnum } from './run-status.ts';
 export interface RunParent {
   run: Run;
   budget?: Budget | null;
+  /** Its claim row, when the read fetched it with the run (null: never claimed). */
+  claim?: RunClaim | null;
   /** The first events, when the read fetched them with the run. */
   firstEvents?: { events: RunEvent[]; more: boolean };
   consistent: boolean;
@@ -77,6 +88,7 @@ builder.queryField('run', (t) =>
       return {
         run: snapshot.run,
         budget: snapshot.budget,
+        claim: snapshot.claim,
         firstEvents: { events: snapshot.events, more: snapshot.moreEvents },
         consistent,
       };
@@ -121,6 +133,7 @@ const TransitionRunInput = builder.inputType('TransitionRunInput', {
     from: t.field({ type: RunStatusEnum, required: true, description: 'The status you saw: the transition happens only from it.' }),
     to: t.field({ type: RunStatusEnum, required: true }),
     expectedVersion: t.int({ description: 'Only if the run is still at this version (optimistic concurrency); StatusConflict otherwise.' }),
+    fencingToken: t.int({ description: fencingTokenDescription }),
     idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
   validate: z
@@ -129,6 +142,7 @@ const TransitionRunInput = builder.inputType('TransitionRunInput', {
       from: z.enum(runStatuses),
       to: z.enum(runStatuses),
       expectedVersion: z.number().int().min(1, 'must be at least 1').optional().nullable(),
+      fencingToken: fencingToken.optional().nullable(),
       idempotencyKey: id.optional().nullable(),
     })
     .superRefine(({ from, to }, ctx) => {
@@ -147,14 +161,21 @@ const TransitionRunInput = builder.inputType('TransitionRunInput', {
 builder.mutationField('transitionRun', (t) =>
   t.field({
     type: RunRef,
-    description: `Moves a run from the status you saw to the next one. Legal moves: ${runStatuses
+    description: `Moves a run from the status you saw to the next one (to a finished status: its claim ends with it). Legal moves: ${runStatuses
       .map((s) => `${s} -> ${allowedTransitions(s).join('|') || (leftOnlyBy[s] ? `(only through ${leftOnlyBy[s]})` : '(terminal)')}`)
       .join('; ')}.`,
-    errors: { types: [StatusConflict, RunNotFound, IdempotencyConflict] },
+    errors: { types: [StatusConflict, RunNotFound, ClaimLost, IdempotencyConflict] },
     args: { input: t.arg({ type: TransitionRunInput, required: true }) },
     resolve: async (_, { input }, { tenant, stores }) => {
       const run = await stores.runs.transition(
-        { tenant, runId: input.runId, from: input.from, to: input.to, expectedVersion: input.expectedVersion ?? undefined },
+        {
+          tenant,
+          runId: input.runId,
+          from: input.from,
+          to: input.to,
+          expectedVersion: input.expectedVersion ?? undefined,
+          fencingToken: input.fencingToken ?? undefined,
+        },
         idempotencyOf(tenant, 'transitionRun', input),
       );
       return { run, consistent: true };

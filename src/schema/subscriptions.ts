@@ -16,9 +16,9 @@ import { RunStatusEnum } from './run-status.ts';
  */
 export const eventResolvers = {
   runEvents: (event: DeliveredEvent) => event,
-  runChanged: (state: RunState) => ({ run: state.run, budget: state.budget, consistent: true }),
+  runChanged: (state: RunState) => ({ run: state.run, budget: state.budget, claim: state.claim, consistent: true }),
   leaseChanged: (lease: Lease) => lease,
-  runsChanged: (change: RunState) => ({ run: change.run, budget: change.budget, consistent: true }),
+  runsChanged: (change: Pick<RunState, 'run' | 'budget'>) => ({ run: change.run, budget: change.budget, consistent: true }),
   leasesChanged: (lease: Lease) => lease,
 };
 
@@ -51,16 +51,16 @@ builder.subscriptionField('runChanged', (t) =>
   t.field({
     type: RunRef,
     description:
-      "The run's current state, then its state after each change of status or budget. Compare version (and budget.version): larger is newer.",
+      "The run's current state, then its state after each change of status, budget or claim. Compare version (and budget.version, claim.version): larger is newer. A worker holding the run learns here that it was cancelled (status CANCELLED) or taken over (another claim).",
     args: { runId: t.arg.id({ required: true, validate: id }) },
     subscribe: async (_, { runId }, { tenant, stores, live, connection }) => {
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
-      const seen = /^(\d{1,10})\.(\d{1,10})$/.exec(connection.lastEventId ?? '');
+      const seen = /^(\d{1,10})\.(\d{1,10})(?:\.(\d{1,10}))?$/.exec(connection.lastEventId ?? '');
       return live.runChanged({
         tenant,
         runId,
         budget: connection.budget,
-        seen: seen ? { run: Number(seen[1]), budget: Number(seen[2]) } : undefined,
+        seen: seen ? { run: Number(seen[1]), budget: Number(seen[2]), claim: Number(seen[3] ?? 0) } : undefined,
       });
     },
     resolve: eventResolvers.runChanged,

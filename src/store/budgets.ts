@@ -1,19 +1,22 @@
 /** The budget ledger: a charge is ONE conditional update, never read-modify-write. */
 import { randomUUID } from 'node:crypto';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { BudgetExceeded, RunNotFound } from '../domain/errors.ts';
+import { BudgetExceeded, ClaimLost, RunNotFound } from '../domain/errors.ts';
 import type { Budget } from '../domain/run.ts';
-import { attr, toBudget } from '../table/codec.ts';
+import { attr, stored, toBudget, toClaim } from '../table/codec.ts';
 import { conditions } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
-import { ConditionFailed, rowAfter, type TransactItem, write } from './write.ts';
+import { fence } from './runs/claim-writes.ts';
+import { ConditionFailed, rowAfter, type TransactItem, type Write, write } from './write.ts';
 
 export interface Charge {
   tenant: string;
   runId: string;
   amount: number;
+  /** Only while this token is the run's live claim (ClaimLost otherwise). */
+  fencingToken?: number;
 }
 
 /** The update that charges `amount`, for use alone or inside a transaction. */
@@ -48,13 +51,17 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotenc
     return Item ? toBudget(Item) : null;
   };
 
-  /** One charge, alone or after an idempotency claim in the same transaction. */
+  /** One charge, alone or after an idempotency claim in the same transaction, fenced when it carries a token. */
   async function chargeOnce(charge: Charge, claim?: TransactItem) {
     const chargeId = randomUUID();
+    const at = now();
+    const writes: Write[] = [{ Update: chargeUpdate(tableName, charge, at, chargeId) }];
+    if (charge.fencingToken !== undefined) writes.push(fence(tableName, charge.tenant, charge.runId, charge.fencingToken, at.getTime()));
     try {
-      return await write(doc, [{ Update: chargeUpdate(tableName, charge, now(), chargeId) }], claim);
+      return await write(doc, writes, claim);
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
+      if (err.index === 1) throw new ClaimLost(charge.runId, toClaim(err.item), at.getTime());
       // The SDK resent this charge after a lost response: it was applied once, and that is it.
       if (err.item?.[attr.lastChargeId] === chargeId) return err.item;
       throw chargeRefusal(charge, err.item);
@@ -70,7 +77,16 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotenc
      * @throws IdempotencyConflict when the key was used for a different request
      */
     async charge(charge: Charge, idem?: IdempotencyKey): Promise<Budget> {
-      if (!idem) return toBudget(rowAfter(await chargeOnce(charge), `charging run ${charge.runId}`));
+      if (!idem) {
+        const row = await chargeOnce(charge);
+        // A fenced charge is a transaction, which returns no row: the budget is read after it.
+        if (!row && charge.fencingToken !== undefined) {
+          const budget = await get(charge.tenant, charge.runId, true);
+          if (!budget) throw new RunNotFound(charge.runId);
+          return budget;
+        }
+        return toBudget(rowAfter(row, `charging run ${charge.runId}`));
+      }
       return idempotency.once(idem, {
         perform: async (claim) => void (await chargeOnce(charge, claim())),
         // The charge was applied: a budget row gone since means its run is gone.
@@ -80,7 +96,7 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotenc
           return budget;
         },
         encode: (budget) => budget,
-        decode: (stored) => stored as Budget,
+        decode: stored.budget,
       });
     },
   };

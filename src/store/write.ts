@@ -13,8 +13,10 @@ import { ClaimTaken } from './idempotency.ts';
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 type Put = NonNullable<TransactItem['Put']>;
 type Update = NonNullable<TransactItem['Update']>;
+type Check = NonNullable<TransactItem['ConditionCheck']>;
 
-export type Write = { Put: Put } | { Update: Update };
+/** A write of the transaction, or a condition another row must meet for it to land (a claim's fencing token, say). */
+export type Write = { Put: Put } | { Update: Update } | { ConditionCheck: Check };
 
 export class ConditionFailed extends Error {
   constructor(
@@ -46,9 +48,9 @@ const retryConflicts = <T>(send: () => Promise<T>) =>
  * @throws ConditionFailed, or ClaimTaken when the idempotency claim lost
  */
 export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Promise<Item | undefined> {
-  const failOnOld = <W extends Put | Update>(w: W) => ({ ...w, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const });
-  if (!claim && writes.length === 1) {
-    const only = writes[0] as Write;
+  const failOnOld = <W extends Put | Update | Check>(w: W) => ({ ...w, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const });
+  const only = writes[0];
+  if (!claim && writes.length === 1 && only && !('ConditionCheck' in only)) {
     try {
       if ('Put' in only) {
         await retryConflicts(() => doc.send(new PutCommand(failOnOld(only.Put)) as never));
@@ -67,7 +69,13 @@ export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Pr
   }
   const items: TransactItem[] = [
     ...(claim ? [claim] : []),
-    ...writes.map((w) => ('Put' in w ? { Put: failOnOld(w.Put) } : { Update: failOnOld(w.Update) })),
+    ...writes.map((w) =>
+      'Put' in w
+        ? { Put: failOnOld(w.Put) }
+        : 'Update' in w
+          ? { Update: failOnOld(w.Update) }
+          : { ConditionCheck: failOnOld(w.ConditionCheck) },
+    ),
   ];
   try {
     // The SDK resends a transaction with the same ClientRequestToken: it is applied once.

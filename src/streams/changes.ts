@@ -1,15 +1,16 @@
 /** Stream records turned into domain changes: an event appended, a run or budget changed, a lease changed. */
 import type { _Record } from '@aws-sdk/client-dynamodb-streams';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { Budget, Lease, Run, RunEvent } from '../domain/run.ts';
+import type { Budget, Lease, Run, RunClaim, RunEvent } from '../domain/run.ts';
 import { unmarshallOptions } from '../table/client.ts';
-import { toBudget, toEvent, toLease, toRun } from '../table/codec.ts';
-import { LEASE_SK, parseRunPartition, RUN_BUDGET_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from '../table/keys.ts';
+import { toBudget, toClaim, toEvent, toLease, toRun } from '../table/codec.ts';
+import { LEASE_SK, parseRunPartition, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from '../table/keys.ts';
 
 export type Change =
   | { kind: 'event'; tenant: string; runId: string; event: RunEvent }
   | { kind: 'run'; tenant: string; runId: string; run: Run }
   | { kind: 'budget'; tenant: string; runId: string; budget: Budget }
+  | { kind: 'claim'; tenant: string; runId: string; claim: RunClaim }
   | { kind: 'lease'; tenant: string; unitId: string; lease: Lease };
 
 /** Where a change is published: subscribers listen on one of these. */
@@ -25,7 +26,7 @@ export const topics = {
 
 /** The tenant-wide topic a change is also published on, if any. */
 export function tenantTopicOf(change: Change) {
-  if (change.kind === 'event') return undefined;
+  if (change.kind === 'event' || change.kind === 'claim') return undefined;
   return change.kind === 'lease' ? topics.leases(change.tenant) : topics.runs(change.tenant);
 }
 
@@ -35,6 +36,7 @@ export function topicOf(change: Change) {
       return topics.events(change.tenant, change.runId);
     case 'run':
     case 'budget':
+    case 'claim':
       return topics.run(change.tenant, change.runId);
     case 'lease':
       return topics.lease(change.tenant, change.unitId);
@@ -54,6 +56,11 @@ export function decodeRecord(record: _Record): Change | undefined {
   if (run) {
     if (sk === RUN_META_SK) return { kind: 'run', ...run, run: toRun(item) };
     if (sk === RUN_BUDGET_SK) return { kind: 'budget', ...run, budget: toBudget(item) };
+    if (sk === RUN_CLAIM_SK) {
+      // A holderless row (a claim ended on a run nobody claimed) tells a subscriber nothing.
+      const claim = toClaim(item);
+      return claim ? { kind: 'claim', ...run, claim } : undefined;
+    }
     if (seqOfSk(sk) !== undefined) return { kind: 'event', ...run, event: toEvent(item) };
     return undefined;
   }

@@ -4,7 +4,7 @@
  * the same change, and every other writer's, a moment later; feeds drop the copy).
  */
 
-import type { Lease } from '../domain/run.ts';
+import type { Lease, Run, RunClaim, RunEvent } from '../domain/run.ts';
 import type { Stores } from '../store/index.ts';
 import type { Change } from './changes.ts';
 
@@ -14,6 +14,13 @@ export function withFastPath(stores: Stores, publish: (change: Change) => void):
   const lease = (tenant: string, unitId: string, value: Lease) => {
     hub.publish({ kind: 'lease', tenant, unitId, lease: value });
     return value;
+  };
+  /** What a claim or a step of the server's own changed: the run, its event, its claim. */
+  const stepped = <T extends { run?: Run; event?: RunEvent; claim?: RunClaim | null }>(tenant: string, runId: string, result: T) => {
+    if (result.run) hub.publish({ kind: 'run', tenant, runId, run: result.run });
+    if (result.event) hub.publish({ kind: 'event', tenant, runId, event: result.event });
+    if (result.claim) hub.publish({ kind: 'claim', tenant, runId, claim: result.claim });
+    return result;
   };
   return {
     runList: stores.runList,
@@ -36,6 +43,14 @@ export function withFastPath(stores: Stores, publish: (change: Change) => void):
         const run = await stores.runs.transition(input, idem);
         hub.publish({ kind: 'run', tenant: input.tenant, runId: input.runId, run });
         return run;
+      },
+      claim: async (input, idem) => stepped(input.tenant, input.runId, await stores.runs.claim(input, idem)),
+      renewClaim: async (input) => stepped(input.tenant, input.runId, { claim: await stores.runs.renewClaim(input) }).claim,
+      releaseClaim: async (input) => stepped(input.tenant, input.runId, { claim: await stores.runs.releaseClaim(input) }).claim,
+      cancel: async (input, idem) => stepped(input.tenant, input.runId, await stores.runs.cancel(input, idem)),
+      async stall(tenant, runId, expired) {
+        const result = await stores.runs.stall(tenant, runId, expired);
+        return result && stepped(tenant, runId, result);
       },
     },
     events: {

@@ -5,7 +5,7 @@
  * overwrites a newer state.
  */
 
-import type { Budget, Lease, Run } from '../domain/run.ts';
+import type { Budget, Lease, Run, RunClaim } from '../domain/run.ts';
 import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
 import type { Hub } from './hub.ts';
@@ -15,6 +15,8 @@ import type { SendBudget } from './send-budget.ts';
 export interface RunState {
   run: Run;
   budget: Budget | null;
+  /** Its claim row as last written (null: never claimed). */
+  claim: RunClaim | null;
 }
 
 interface FeedDeps {
@@ -32,7 +34,7 @@ export interface RunFeedQuery {
   runId: string;
   budget?: SendBudget;
   /** The versions the subscriber already has (an SSE client resuming): the current state comes first only if newer. */
-  seen?: { run: number; budget: number };
+  seen?: { run: number; budget: number; claim?: number };
 }
 
 export interface LeaseFeedQuery {
@@ -50,13 +52,14 @@ export function runFeed(
 ): AsyncIterableIterator<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
+  let claim: RunClaim | null = null;
   const out = new Latest<RunState>({ budget: sendBudget, onClose: () => unsubscribe() });
   const emit = () => {
-    if (run) out.push({ run, budget });
+    if (run) out.push({ run, budget, claim });
   };
 
   /** Takes what is newer than what the subscriber has; tells it when something was. */
-  const apply = (next: { run?: Run | null; budget?: Budget | null }) => {
+  const apply = (next: { run?: Run | null; budget?: Budget | null; claim?: RunClaim | null }) => {
     let changed = false;
     if (newer(next.run, run)) {
       run = next.run as Run;
@@ -66,12 +69,16 @@ export function runFeed(
       budget = next.budget as Budget;
       changed = true;
     }
+    if (newer(next.claim, claim)) {
+      claim = next.claim as RunClaim;
+      changed = true;
+    }
     return changed;
   };
 
   const reread = async () => {
     const snapshot = await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 });
-    return snapshot ? { run: snapshot.run, budget: snapshot.budget } : {};
+    return snapshot ? { run: snapshot.run, budget: snapshot.budget, claim: snapshot.claim } : {};
   };
 
   let ready = false;
@@ -79,7 +86,14 @@ export function runFeed(
   const early: Parameters<typeof apply>[0][] = [];
   const unsubscribe = hub.subscribe(topics.run(tenant, runId), {
     change(change) {
-      const next = change.kind === 'run' ? { run: change.run } : change.kind === 'budget' ? { budget: change.budget } : undefined;
+      const next =
+        change.kind === 'run'
+          ? { run: change.run }
+          : change.kind === 'budget'
+            ? { budget: change.budget }
+            : change.kind === 'claim'
+              ? { claim: change.claim }
+              : undefined;
       if (!next) return;
       if (!ready) return void early.push(next);
       if (apply(next)) emit();
@@ -106,7 +120,8 @@ export function runFeed(
       apply(state);
       ready = true;
       for (const change of early) apply(change);
-      if (!seen || (run?.version ?? 0) > seen.run || (budget?.version ?? 0) > seen.budget) emit();
+      if (!seen || (run?.version ?? 0) > seen.run || (budget?.version ?? 0) > seen.budget || (claim?.version ?? 0) > (seen.claim ?? 0))
+        emit();
     })
     .catch((err) => {
       onError?.(err);

@@ -3,7 +3,7 @@
  * decoding trusts the keys over the copies in attributes.
  */
 
-import type { Budget, Lease, Run, RunEvent, RunStatus } from '../domain/run.ts';
+import type { Budget, Lease, Run, RunClaim, RunEvent, RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
 import { keys, parseRunPartition, seqOfSk } from './keys.ts';
 
@@ -40,6 +40,10 @@ export const attr = {
   drained: 'drained',
   /** The table's TTL attribute, epoch seconds. */
   expiresAt: 'expiresAt',
+  /** A run claim's holder. */
+  holder: 'holder',
+  /** A run claim's end in epoch milliseconds (conditions compare it with the clock). */
+  claimUntil: 'claimUntil',
 } as const;
 
 const date = (value: unknown) => new Date(typeof value === 'string' || typeof value === 'number' ? value : 0);
@@ -165,3 +169,42 @@ export function toLease(item: Item): Lease {
     version: Number(item[attr.version] ?? 0),
   };
 }
+
+/** A run's claim row (null: never claimed, or ended with no holder). */
+export function toClaim(item: Item | undefined): RunClaim | null {
+  if (!item || typeof item[attr.holder] !== 'string') return null;
+  return {
+    runId: runIdOf(item),
+    holder: item[attr.holder] as string,
+    token: Number(item[attr.token] ?? 0),
+    acquiredAt: date(item[attr.acquiredAt]),
+    expiresAt: new Date(Number(item[attr.claimUntil] ?? 0)),
+    version: Number(item[attr.version] ?? 0),
+  };
+}
+
+const storedDate = (value: unknown) => new Date(value as string);
+
+/**
+ * Values an idempotency record kept as JSON, read back into domain values (their dates were
+ * written as ISO strings): a retry gets the first answer as the first request got it.
+ */
+export const stored = {
+  run: (value: unknown): Run => {
+    const run = value as Run;
+    return { ...run, createdAt: storedDate(run.createdAt), updatedAt: storedDate(run.updatedAt) };
+  },
+  event: (value: unknown): RunEvent => {
+    const event = value as RunEvent;
+    return { ...event, createdAt: storedDate(event.createdAt) };
+  },
+  claim: (value: unknown): RunClaim => {
+    const claim = value as RunClaim;
+    return { ...claim, acquiredAt: storedDate(claim.acquiredAt), expiresAt: storedDate(claim.expiresAt) };
+  },
+  lease: (value: unknown): Lease => {
+    const lease = value as Lease;
+    return { ...lease, acquiredAt: storedDate(lease.acquiredAt), expiresAt: storedDate(lease.expiresAt) };
+  },
+  budget: (value: unknown): Budget => value as Budget,
+};

@@ -2,6 +2,7 @@
  * Every key of the single table is built here and only here.
  *
  *   <tenant>#run#<runId>   #budget          the budget ledger
+ *   <tenant>#run#<runId>   #claim           which worker holds the run (its fencing token)
  *   <tenant>#run#<runId>   #meta            run metadata
  *   <tenant>#run#<runId>   evt#0000000042   event 42
  *   <tenant>#unit#<unitId> lease            who holds the unit
@@ -33,6 +34,11 @@ function part(kind: string, value: string) {
 const EVENT_PREFIX = 'evt#';
 export const RUN_META_SK = '#meta';
 export const RUN_BUDGET_SK = '#budget';
+export const RUN_CLAIM_SK = '#claim';
+/** Live claims are listed by when they run out, table-wide, over this many index partitions (the stall watcher reads them). */
+export const CLAIM_INDEX_SHARDS = 4;
+/** Width of a claim's end (epoch ms) in its index sort key: lexical order is time order. */
+const CLAIM_TIME_WIDTH = 15;
 export const LEASE_SK = 'lease';
 /** Runs are spread over this many GSI partitions per tenant (and status), so no listing key runs hot. */
 export const RUN_LIST_SHARDS = 4;
@@ -46,6 +52,16 @@ export const keys = {
   runPartition: (tenant: string, runId: string) => `${part('tenant', tenant)}#run#${part('run', runId)}`,
   run: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_META_SK }),
   budget: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_BUDGET_SK }),
+  claim: (tenant: string, runId: string): Key => ({ pk: keys.runPartition(tenant, runId), sk: RUN_CLAIM_SK }),
+  /** The index partition of live claims in one shard (Runplane's own: no tenant can list it). */
+  claimShard: (shard: number) => `${SYSTEM_TENANT}#claims#${shard}`,
+  /** Index keys of a live claim: by when it runs out, so the stall watcher reads the expired first. */
+  claimListing: (tenant: string, runId: string, untilMs: number) => ({
+    gsi1pk: keys.claimShard(shardOf(`${tenant}#${runId}`)),
+    gsi1sk: `${claimTime(untilMs)}#${part('tenant', tenant)}#${part('run', runId)}`,
+  }),
+  /** The index sort key bound of claims that ran out by `atMs`. */
+  claimsEndedBy: (atMs: number) => `${claimTime(atMs)}#~`,
   event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
   lease: (tenant: string, unitId: string): Key => ({ pk: `${part('tenant', tenant)}#unit#${part('unit', unitId)}`, sk: LEASE_SK }),
   idempotency: (tenant: string, key: string): Key => ({ pk: `${part('tenant', tenant)}#idem#${part('idempotency', key)}`, sk: 'idem' }),
@@ -85,6 +101,8 @@ export function parseRunPartition(pk: string) {
   const match = /^([^#]+)#run#([^#]+)$/.exec(pk);
   return match ? { tenant: match[1] as string, runId: match[2] as string } : undefined;
 }
+
+const claimTime = (ms: number) => String(Math.max(0, Math.floor(ms))).padStart(CLAIM_TIME_WIDTH, '0');
 
 /** A stable small hash (FNV-1a) picks the listing shard. */
 function shardOf(id: string) {

@@ -15,7 +15,7 @@ const NotOnTheMember = graphql(
   `mutation NotOnTheMember($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq lastSeq } } }`,
 );
 
-type Status = 'AWAITING_APPROVAL' | 'CANCELLED' | 'COMPLETED' | 'FAILED' | 'RUNNING' | 'WAITING_FOR_TOOL';
+type Status = 'AWAITING_APPROVAL' | 'CANCELLED' | 'COMPLETED' | 'FAILED' | 'RUNNING' | 'STALLED' | 'WAITING_FOR_TOOL';
 
 test('a document is typed from schema.graphql: its result and its variables', () => {
   expectTypeOf<ResultOf<typeof RunStatus>>().toEqualTypeOf<{ run: { status: Status; budget: { remaining: number } } | null }>();
@@ -44,7 +44,7 @@ async function checkedAtCompileTime(client: Runplane) {
   if (appended.__typename === 'SequenceConflict') expectTypeOf(appended.lastSeq).toEqualTypeOf<number>();
   if (appended.__typename === 'Event') expectTypeOf(appended.seq).toEqualTypeOf<number>();
   expectTypeOf(appended.__typename).toEqualTypeOf<
-    'Event' | 'SequenceConflict' | 'RunNotFound' | 'BudgetExceeded' | 'IdempotencyConflict'
+    'Event' | 'SequenceConflict' | 'RunNotFound' | 'BudgetExceeded' | 'ClaimLost' | 'IdempotencyConflict'
   >();
   // @ts-expect-error inputs are typed: `budgetCap` is required
   await client.createRun({ task: 't' });

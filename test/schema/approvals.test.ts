@@ -179,20 +179,26 @@ describe('nothing else can stand in for a decision', () => {
     expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['step', 'approval.requested']);
   });
 
-  test.each(['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed', 'Approval.Resolved', 'approval.resolved.', 'RUN.CANCELLED'])(
-    'appendEvent refuses the server`s own type %s, naming the rule, and writes nothing',
-    async (type) => {
-      const runId = await newRun(api, { key: ACME });
-      const answer = await api.gql(
-        'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
-        { input: { runId, type, payload: { approved: true, by: 'cfo' } } },
-        as,
-      );
-      expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
-      expect(answer.errors?.[0]?.message).toMatch(/input\.type: is a type the server writes itself/);
-      expect(await eventsOf(runId)).toEqual([]);
-    },
-  );
+  test.each([
+    'approval.requested',
+    'approval.resolved',
+    'run.cancelled',
+    'run.stalled',
+    'run.reclaimed',
+    'Approval.Resolved',
+    'approval.resolved.',
+    'RUN.CANCELLED',
+  ])('appendEvent refuses the server`s own type %s, naming the rule, and writes nothing', async (type) => {
+    const runId = await newRun(api, { key: ACME });
+    const answer = await api.gql(
+      'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+      { input: { runId, type, payload: { approved: true, by: 'cfo' } } },
+      as,
+    );
+    expect(answer.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(answer.errors?.[0]?.message).toMatch(/input\.type: is a type the server writes itself/);
+    expect(await eventsOf(runId)).toEqual([]);
+  });
 
   test('the agents` own types stay theirs: run.created, run.completed, approval.note', async () => {
     const runId = await newRun(api, { key: ACME });

@@ -59,7 +59,7 @@ describe('finished runs expire', () => {
       )
     ).Item;
 
-  test('a run reaching a terminal status gets its TTL on every row: metadata and budget at once, events after', async () => {
+  test('a run reaching a terminal status gets its TTL on every row: metadata, budget and claim at once, events after', async () => {
     const run = await createRun();
     for (let i = 0; i < 3; i++) await api.gql(`mutation { appendEvent(input: { runId: "${run.id}", type: "x" }) { __typename } }`);
     const before = Math.floor(Date.now() / 1000);
@@ -67,6 +67,8 @@ describe('finished runs expire', () => {
     const retention = 7 * 86400;
     expect((await row(run.id, '#meta'))?.expiresAt).toBeGreaterThanOrEqual(before + retention);
     expect((await row(run.id, '#budget'))?.expiresAt).toBe((await row(run.id, '#meta'))?.expiresAt);
+    // Its claim ends with it (a holderless row on a run nobody claimed), and expires with it.
+    expect((await row(run.id, '#claim'))?.expiresAt).toBe((await row(run.id, '#meta'))?.expiresAt);
     // The events get theirs in the background, after the transition returned.
     await api.server.stores.runs.settled();
     const { Items = [] } = await api.server.clients.doc.send(
@@ -77,7 +79,7 @@ describe('finished runs expire', () => {
         ConsistentRead: true,
       }),
     );
-    expect(Items).toHaveLength(5);
+    expect(Items.map((item) => item.sk)).toEqual(['#budget', '#claim', '#meta', 'evt#0000000001', 'evt#0000000002', 'evt#0000000003']);
     expect(Items.every((item) => item.expiresAt === Items[0]?.expiresAt)).toBe(true);
   });
 

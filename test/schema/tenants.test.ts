@@ -126,6 +126,8 @@ test("every row in the table starts with its tenant's prefix", async () => {
   );
   const { Items = [] } = await api.server.clients.doc.send(new ScanCommand({ TableName: api.table }));
   expect(Items.length).toBeGreaterThan(5);
-  for (const item of Items) expect(String(item.pk)).toMatch(/^(acme|globex)#(run|unit|idem)#[^#]+$/);
+  // Runplane's own rows (the stall watcher's lease) are under `_sys`, which no tenant id can be.
+  for (const item of Items.filter((row) => !String(row.pk).startsWith('_sys#')))
+    expect(String(item.pk)).toMatch(/^(acme|globex)#(run|unit|idem)#[^#]+$/);
   expect(Items.some((item) => String(item.pk).startsWith('globex#'))).toBe(true);
 });

@@ -19,6 +19,8 @@ export interface AppendEvent {
   seq?: number;
   /** Charged to the run's budget in the same transaction. */
   cost?: number;
+  /** Only while this token is the run's live claim (ClaimLost otherwise, nothing written). */
+  fencingToken?: number;
 }
 
 /** The idempotency claim for the event about to be written, in the same transaction. */
@@ -41,7 +43,7 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
       if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
     }
     const event = eventAt(input, seq);
-    if (await putEvent(deps, tenant, event, input.cost, claim?.(event))) return written(event, tenant);
+    if (await putEvent(deps, tenant, event, input.cost, claim?.(event), input.fencingToken)) return written(event, tenant);
     counters.conflicts++;
     throw new SequenceConflict(runId, seq, await positions.lastSeq(tenant, runId));
   }
@@ -54,7 +56,7 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
     for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
       if (seq > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const event = eventAt(input, seq);
-      if (await putEvent(deps, tenant, event, input.cost, claim?.(event))) return written(event, tenant);
+      if (await putEvent(deps, tenant, event, input.cost, claim?.(event), input.fencingToken)) return written(event, tenant);
       counters.conflicts++;
       // Another writer took it: try the next one, and now and then re-read where the run is.
       seq = attempt % 8 === 0 ? (await positions.lastSeq(tenant, runId)) + 1 : seq + 1;

@@ -19,14 +19,16 @@ const ITEM_OVERHEAD_BYTES = 512;
 
 export function createBatchedAppends(deps: StoreDeps, positions: Positions, counters: AppendCounters) {
   /** Writes a batch of appends to one run at the next free seqs, all or none; on a collision, after the run's new end. */
-  async function commit(tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> {
+  async function commit(tenant: string, runId: string, batch: Waiting[], fencingToken?: number): Promise<RunEvent[]> {
     let next = await positions.nextSeq(tenant, runId);
     // No waiting between tries: a collision means the run's end moved, and it is read again.
     for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
       if (next + batch.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const events = batch.map((w, i): RunEvent => ({ runId, seq: next + i, type: w.type, payload: w.payload, createdAt: w.createdAt }));
       const written =
-        events.length === 1 ? await putEvent(deps, tenant, events[0] as RunEvent, undefined) : await putBatch(deps, tenant, events);
+        events.length === 1
+          ? await putEvent(deps, tenant, events[0] as RunEvent, undefined, undefined, fencingToken)
+          : await putBatch(deps, tenant, events, fencingToken);
       if (written) {
         counters.appends += events.length;
         if (events.length > 1) counters.batches++;
@@ -45,6 +47,7 @@ export function createBatchedAppends(deps: StoreDeps, positions: Positions, coun
     // Only an error that proves nothing was written sends a batch back one append at a time: after
     // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
     alone: (err) => err instanceof InvalidInput || (err as Error)?.name === 'ValidationException',
+    // A fence that fails fails every append of its batch: they all carried its token.
     measure: (_type, payload) => {
       // Marshalled here, alone: a payload the SDK cannot take fails this append, not its batch.
       try {

@@ -20,7 +20,7 @@ export interface Waiting {
 const MAX_BATCH = 100;
 const MAX_BATCH_BYTES = 3 * 1024 * 1024;
 
-type Commit = (tenant: string, runId: string, batch: Waiting[]) => Promise<RunEvent[]>;
+type Commit = (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) => Promise<RunEvent[]>;
 
 export interface GroupCommitOptions {
   commit: Commit;
@@ -36,7 +36,7 @@ export interface GroupCommitOptions {
 export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions) {
   const queues = new Map<string, { waiting: Waiting[]; draining: boolean }>();
 
-  async function drain(tenant: string, runId: string, key: string) {
+  async function drain(tenant: string, runId: string, key: string, fencingToken: number | undefined) {
     const queue = queues.get(key);
     if (!queue || queue.draining) return;
     queue.draining = true;
@@ -53,14 +53,14 @@ export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions
       }
       const batch = queue.waiting.splice(0, count);
       try {
-        const events = await commit(tenant, runId, batch);
+        const events = await commit(tenant, runId, batch, fencingToken);
         for (const [i, waiting] of batch.entries()) waiting.resolve(events[i] as RunEvent);
       } catch (err) {
         if (batch.length === 1 || !alone(err)) for (const waiting of batch) waiting.reject(err);
         // One bad append (too large, say) must not fail the others: each goes alone, and gets its own answer.
         else
           for (const waiting of batch)
-            await commit(tenant, runId, [waiting]).then(([event]) => waiting.resolve(event as RunEvent), waiting.reject);
+            await commit(tenant, runId, [waiting], fencingToken).then(([event]) => waiting.resolve(event as RunEvent), waiting.reject);
       }
     }
     queue.draining = false;
@@ -68,9 +68,12 @@ export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions
   }
 
   return {
-    /** Queues an append; it is written with the others waiting for the same run. */
-    append(tenant: string, runId: string, type: string, payload: unknown, createdAt: Date) {
-      const key = `${tenant}\u0000${runId}`;
+    /**
+     * Queues an append; it is written with the others waiting for the same run (and, fenced, the
+     * same claim token: a batch's fence is checked once, for all of it).
+     */
+    append(tenant: string, runId: string, type: string, payload: unknown, createdAt: Date, fencingToken?: number) {
+      const key = `${tenant}\u0000${runId}\u0000${fencingToken ?? ''}`;
       let queue = queues.get(key);
       if (!queue) {
         queue = { waiting: [], draining: false };
@@ -80,7 +83,7 @@ export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions
       return new Promise<RunEvent>((resolve, reject) => {
         const bytes = measure(type, payload);
         target.waiting.push({ type, payload, createdAt, bytes, resolve, reject });
-        void drain(tenant, runId, key);
+        void drain(tenant, runId, key, fencingToken);
       });
     },
   };

@@ -21,11 +21,11 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
   const batched = deps.groupCommit === false ? undefined : createBatchedAppends(deps, positions, counters);
 
   async function appendOnce(input: AppendEvent, claim?: EventClaim) {
-    const { tenant, runId, type, payload, seq, cost } = input;
+    const { tenant, runId, type, payload, seq, cost, fencingToken } = input;
     await positions.ensureRun(tenant, runId);
     if (seq !== undefined) return appends.at(input, seq, claim);
-    // Plain appends at the next seq are written in groups: no race for the same seq in this process.
-    if (batched && cost === undefined && !claim) return batched.append(tenant, runId, type, payload, deps.now());
+    // Appends at the next seq are written in groups (fenced ones by their token): no race for the same seq in this process.
+    if (batched && cost === undefined && !claim) return batched.append(tenant, runId, type, payload, deps.now(), fencingToken);
     return appends.next(input, claim);
   }
 

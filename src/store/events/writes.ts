@@ -3,12 +3,13 @@
  * the same transaction, after an idempotency claim) or as a batch at consecutive seqs.
  */
 import { randomUUID } from 'node:crypto';
-import { InvalidInput } from '../../domain/errors.ts';
+import { ClaimLost, InvalidInput } from '../../domain/errors.ts';
 import type { RunEvent } from '../../domain/run.ts';
-import { attr, eventItem } from '../../table/codec.ts';
+import { attr, eventItem, toClaim } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import { chargeRefusal, chargeUpdate } from '../budgets.ts';
 import type { StoreDeps } from '../deps.ts';
+import { fence } from '../runs/claim-writes.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from '../write.ts';
 
 /** Collisions tolerated before an append gives up (each one means another writer won a seq). */
@@ -28,9 +29,15 @@ function eventPut(tableName: string, tenant: string, event: RunEvent, writeId: s
   return { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId), ConditionExpression: conditions.absent } };
 }
 
+/** The fencing write of an append, when it carries a claim's token: the run's claim must be that token's, and live. */
+const fenceOf = (tableName: string, tenant: string, event: RunEvent, token: number | undefined) =>
+  token === undefined ? [] : [fence(tableName, tenant, event.runId, token, event.createdAt.getTime())];
+
 /**
- * Writes the event if its seq is free (with its cost, and after a claim); false if another writer has it.
+ * Writes the event if its seq is free (with its cost, after a claim, fenced by a claim's
+ * token); false if another writer has it.
  * @throws BudgetExceeded or RunNotFound when the cost's charge is refused (nothing is written)
+ * @throws ClaimLost when fenced by a token that is not the run's live claim (nothing is written)
  * @throws InvalidInput when the event is too large for one item
  */
 export async function putEvent(
@@ -39,33 +46,43 @@ export async function putEvent(
   event: RunEvent,
   cost: number | undefined,
   claim?: TransactItem,
+  fencingToken?: number,
 ) {
   const writeId = randomUUID();
   const charge = { tenant, runId: event.runId, amount: cost ?? 0 };
-  const writes = [eventPut(tableName, tenant, event, writeId)];
+  const writes: Write[] = [eventPut(tableName, tenant, event, writeId)];
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, event.createdAt, writeId) });
+  writes.push(...fenceOf(tableName, tenant, event, fencingToken));
   try {
     await write(doc, writes, claim);
     return true;
   } catch (err) {
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
     if (!(err instanceof ConditionFailed)) throw err;
+    if (fencingToken !== undefined && err.index === writes.length - 1)
+      throw new ClaimLost(event.runId, toClaim(err.item), event.createdAt.getTime());
     if (err.index === 1) throw chargeRefusal(charge, err.item);
     // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
     return err.item?.[attr.writeId] === writeId;
   }
 }
 
-/** Writes events at consecutive seqs in one transaction: all of them, or none if any seq is taken (then false). */
-export async function putBatch({ doc, tableName }: StoreDeps, tenant: string, events: RunEvent[]) {
+/**
+ * Writes events at consecutive seqs in one transaction (fenced once for all of them): all of
+ * them, or none if any seq is taken (then false).
+ * @throws ClaimLost when fenced by a token that is not the run's live claim
+ */
+export async function putBatch({ doc, tableName }: StoreDeps, tenant: string, events: RunEvent[], fencingToken?: number) {
+  const first = events[0] as RunEvent;
   try {
-    await write(
-      doc,
-      events.map((event) => eventPut(tableName, tenant, event, randomUUID())),
-    );
+    await write(doc, [
+      ...events.map((event) => eventPut(tableName, tenant, event, randomUUID())),
+      ...fenceOf(tableName, tenant, first, fencingToken),
+    ]);
     return true;
   } catch (err) {
     if (!(err instanceof ConditionFailed)) throw err;
+    if (err.index === events.length) throw new ClaimLost(first.runId, toClaim(err.item), first.createdAt.getTime());
     return false;
   }
 }

@@ -3,12 +3,15 @@ import type { Budget, Run } from '../../domain/run.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { type ApprovalStep, createApprovals } from './approval.ts';
+import { type CancelRun, type ClaimRun, createClaims, type HolderCommand } from './claims.ts';
 import { type CreateRun, createRun, type RunCreated } from './create.ts';
 import { createEventExpiry } from './finish.ts';
 import { createRunReads, type SnapshotOptions } from './read.ts';
+import { createSteps } from './step.ts';
 import { type Transition, transitionRun } from './transition.ts';
 
 export type { ApprovalResult, ApprovalStep } from './approval.ts';
+export type { CancelRun, Claimed, ClaimRun, HolderCommand, RunStepped } from './claims.ts';
 export type { CreateRun, RunCreated } from './create.ts';
 export type { RunSnapshot } from './read.ts';
 export type { Transition } from './transition.ts';
@@ -25,7 +28,9 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSe
   const expiry = createEventExpiry(deps);
   const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
     transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
-  const approvals = createApprovals(deps, { reads, idempotency, lastSeq, onFinished: expiry.start });
+  const steps = createSteps(deps, reads, lastSeq, expiry.start);
+  const approvals = createApprovals(deps, { idempotency, steps });
+  const claims = createClaims(deps, { idempotency, steps });
 
   return {
     /**
@@ -33,6 +38,23 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSe
      * @throws StatusConflict, RunNotFound, IdempotencyConflict
      */
     decide: (input: ApprovalStep, idem?: IdempotencyKey) => approvals.decide(input, idem),
+
+    /** Takes the run for a worker (a STALLED one is taken over). @throws RunHeld, RunNotFound, StatusConflict, IdempotencyConflict */
+    claim: (input: ClaimRun, idem?: IdempotencyKey) => claims.claim(input, idem),
+    /** @throws ClaimLost */
+    renewClaim: (input: HolderCommand & { ttlSeconds: number }) => claims.renew(input),
+    /** @throws ClaimLost */
+    releaseClaim: (input: HolderCommand) => claims.release(input),
+    /** Any unfinished run to CANCELLED, its claim ended. @throws StatusConflict, RunNotFound, IdempotencyConflict */
+    cancel: (input: CancelRun, idem?: IdempotencyKey) => claims.cancel(input, idem),
+    /** The stall watcher's step on a run whose claim ran out (undefined: nothing to do). */
+    stall: claims.stall,
+    /** Claims that ran out, from the stall index. */
+    expiredClaims: claims.expired,
+    /** A claim of a finished or vanished run, out of the stall index. */
+    unlistClaim: claims.unlist,
+    /** The run's metadata and claim, strongly consistent (undefined: no such run). */
+    head: steps.head,
 
     /** Resolves once finished runs' events have all been given their TTL (tests, shutdown). */
     settled: expiry.settled,

@@ -1,9 +1,9 @@
 /** Reading a run: its metadata alone, or metadata, budget and first events from ONE Query on its partition. */
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { RunNotFound } from '../../domain/errors.ts';
-import type { Budget, Run, RunEvent } from '../../domain/run.ts';
-import { eventBytes, type Item, toBudget, toEvent, toRun } from '../../table/codec.ts';
-import { keys, RUN_BUDGET_SK, RUN_META_SK } from '../../table/keys.ts';
+import type { Budget, Run, RunClaim, RunEvent } from '../../domain/run.ts';
+import { eventBytes, type Item, toBudget, toClaim, toEvent, toRun } from '../../table/codec.ts';
+import { keys, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK } from '../../table/keys.ts';
 import type { ReadBudget, StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
 
@@ -11,6 +11,8 @@ import { pastTtl } from '../expiry.ts';
 export interface RunSnapshot {
   run: Run;
   budget: Budget | null;
+  /** Its claim row as stored (null: never claimed); whether it is live is the reader's to judge by the clock. */
+  claim: RunClaim | null;
   /** The run's first events, in seq order. */
   events: RunEvent[];
   /** Whether the run has more events than `events`. */
@@ -41,18 +43,20 @@ export function createRunReads({ doc, tableName, now }: StoreDeps) {
         KeyConditionExpression: 'pk = :pk',
         ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId) },
         ConsistentRead: consistent,
-        // Budget and metadata sort first; one more event than asked tells whether more follow.
-        Limit: 2 + eventLimit + 1,
+        // Budget, claim and metadata sort first; one more event than asked tells whether more follow.
+        Limit: 3 + eventLimit + 1,
       }),
     );
     const metaRow = live(Items.find((item) => item.sk === RUN_META_SK));
     if (!metaRow) return null;
     const budget = Items.find((item) => item.sk === RUN_BUDGET_SK);
-    const events = Items.filter((item) => item.sk !== RUN_META_SK && item.sk !== RUN_BUDGET_SK).map(toEvent);
+    const claim = toClaim(Items.find((item) => item.sk === RUN_CLAIM_SK));
+    const events = Items.filter((item) => String(item.sk).startsWith('evt#')).map(toEvent);
     readBudget?.spend(events.slice(0, eventLimit).reduce((bytes, event) => bytes + eventBytes(event), 0));
     return {
       run: toRun(metaRow),
       budget: budget ? toBudget(budget) : null,
+      claim,
       events: events.slice(0, eventLimit),
       // A page stops at 1 MB too: then more may follow even with fewer events than asked.
       moreEvents: events.length > eventLimit || LastEvaluatedKey !== undefined,

@@ -1,15 +1,17 @@
 /**
- * Moving a run to another status, conditioned on the status (and version) the caller saw. A
- * run reaching a terminal status gets its TTL, and its budget row with it.
+ * Moving a run to another status, conditioned on the status (and version) the caller saw, and
+ * (fenced) on the caller's claim being the run's live one. A run reaching a terminal status
+ * gets its TTL, and its budget and claim rows with it; its claim ends.
  */
 import { randomUUID } from 'node:crypto';
-import { RunNotFound, StatusConflict } from '../../domain/errors.ts';
+import { ClaimLost, RunNotFound, StatusConflict } from '../../domain/errors.ts';
 import { isTerminal, type Run, type RunStatus } from '../../domain/run.ts';
-import { attr, toRun } from '../../table/codec.ts';
+import { attr, toClaim, toRun } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from '../write.ts';
+import { claimEnd, fence } from './claim-writes.ts';
 import type { RunReads } from './read.ts';
 
 export interface Transition {
@@ -19,6 +21,8 @@ export interface Transition {
   to: RunStatus;
   /** Only if the run is still at this version (optimistic concurrency). */
   expectedVersion?: number;
+  /** Only while this token is the run's live claim (ClaimLost otherwise). */
+  fencingToken?: number;
 }
 
 /** The metadata update; `expires` (epoch seconds) for a run that finishes with it. */
@@ -94,14 +98,19 @@ export async function transitionRun(
   const writeId = randomUUID();
   const at = now();
   const expires = isTerminal(input.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
+  const { tenant, runId, fencingToken: token } = input;
   const writes = [metaUpdate(tableName, input, at, writeId, expires)];
-  if (expires !== undefined) writes.push(budgetExpiry(tableName, input, expires));
+  // A finished run has no holder: its claim ends with it (fenced: the holder's own claim, still live).
+  if (expires !== undefined)
+    writes.push(budgetExpiry(tableName, input, expires), claimEnd(tableName, tenant, runId, at.getTime(), { token, expires }));
+  else if (token !== undefined) writes.push(fence(tableName, tenant, runId, token, at.getTime()));
   try {
     const after = await write(doc, writes, claim);
     if (expires !== undefined) onFinished(expires);
     return after ? toRun(after) : undefined;
   } catch (err) {
     if (!(err instanceof ConditionFailed)) throw err;
+    if (token !== undefined && err.index === writes.length - 1) throw new ClaimLost(runId, toClaim(err.item), at.getTime());
     const found = err.index === 0 ? reads.live(err.item) : await reads.meta(input.tenant, input.runId);
     if (!found) throw new RunNotFound(input.runId);
     // The SDK resent this transition after a lost response: it was applied.

@@ -3,7 +3,7 @@ import type { Change } from '../changes.ts';
 
 export const encodeChange = (change: Change) => JSON.stringify(change);
 
-const KINDS = new Set(['event', 'run', 'budget', 'lease']);
+const KINDS = new Set(['event', 'run', 'budget', 'lease', 'claim']);
 
 /** @throws on anything that is not a change this version wrote (a foreign or garbled entry) */
 export function decodeChange(text: string): Change {
@@ -32,6 +32,9 @@ export function decodeChange(text: string): Change {
       break;
     case 'lease':
       dates(value.lease, 'acquiredAt', 'expiresAt');
+      break;
+    case 'claim':
+      dates(value.claim, 'acquiredAt', 'expiresAt');
       break;
   }
   return value as unknown as Change;

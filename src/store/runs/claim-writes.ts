@@ -1,0 +1,136 @@
+/**
+ * The writes of a run's claim row (`#claim` in the run's partition), each with the invariant
+ * its condition guards. A live claim is listed in the stall index by when it runs out; a claim
+ * that ends (released, taken over, its run stalled or finished) leaves the index.
+ */
+import type { RunClaim } from '../../domain/run.ts';
+import { attr, type Item } from '../../table/codec.ts';
+import { keys } from '../../table/keys.ts';
+import type { Write } from '../write.ts';
+
+const names = {
+  '#holder': attr.holder,
+  '#token': attr.token,
+  '#claimUntil': attr.claimUntil,
+  '#version': attr.version,
+};
+
+/** A claim row as written: the holder, the token, until when, and its place in the stall index while live. */
+export function claimItem(tenant: string, claim: RunClaim, indexed: boolean): Item {
+  return {
+    ...keys.claim(tenant, claim.runId),
+    ...(indexed ? keys.claimListing(tenant, claim.runId, claim.expiresAt.getTime()) : {}),
+    [attr.entity]: 'claim',
+    [attr.runId]: claim.runId,
+    [attr.holder]: claim.holder,
+    [attr.token]: claim.token,
+    [attr.acquiredAt]: claim.acquiredAt.toISOString(),
+    [attr.claimUntil]: claim.expiresAt.getTime(),
+    [attr.version]: claim.version,
+  };
+}
+
+/**
+ * The claim as decided, put over the row it was decided on: one winner among racing claimers
+ * (the row must still be at the version read, or still absent).
+ */
+export function claimPut(tableName: string, tenant: string, claim: RunClaim, seen: RunClaim | null, indexed = true): Write {
+  const previous = claim.version - 1;
+  return {
+    Put: {
+      TableName: tableName,
+      Item: claimItem(tenant, claim, indexed),
+      ConditionExpression: seen ? '#version = :seen' : 'attribute_not_exists(pk) OR attribute_not_exists(#holder)',
+      ExpressionAttributeNames: seen ? { '#version': attr.version } : { '#holder': attr.holder },
+      ...(seen ? { ExpressionAttributeValues: { ':seen': previous } } : {}),
+    },
+  };
+}
+
+/** The fencing condition as its parts: the claim row's token is `token`, and its claim has not run out. */
+const fenced = (token: number, at: number) => ({
+  condition: '#token = :fenceToken AND #claimUntil > :fenceNow',
+  values: { ':fenceToken': token, ':fenceNow': at },
+});
+
+/** A write fenced by the run's claim: it lands only while `token` is the run's live claim (ClaimLost otherwise). */
+export function fence(tableName: string, tenant: string, runId: string, token: number, at: number): Write {
+  const { condition, values } = fenced(token, at);
+  return {
+    ConditionCheck: {
+      TableName: tableName,
+      Key: keys.claim(tenant, runId),
+      ConditionExpression: condition,
+      ExpressionAttributeNames: { '#token': names['#token'], '#claimUntil': names['#claimUntil'] },
+      ExpressionAttributeValues: values,
+    },
+  };
+}
+
+/**
+ * Ends the run's claim at `at` (a cancelled or finished run has no holder): it leaves the stall
+ * index, the token is kept, and with `expires` the row expires with its run. Fenced by `token`
+ * when given (the finishing write is the holder's own), else unconditional: it creates a bare,
+ * holderless row on a run nobody ever claimed.
+ */
+export function claimEnd(
+  tableName: string,
+  tenant: string,
+  runId: string,
+  at: number,
+  { token, expires }: { token?: number; expires?: number } = {},
+): Write {
+  const guard = token === undefined ? undefined : fenced(token, at);
+  return {
+    Update: {
+      TableName: tableName,
+      Key: keys.claim(tenant, runId),
+      UpdateExpression: `SET #claimUntil = :endAt${expires !== undefined ? ', #expiresAt = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
+      ...(guard ? { ConditionExpression: guard.condition } : {}),
+      ExpressionAttributeNames: {
+        '#claimUntil': names['#claimUntil'],
+        '#version': names['#version'],
+        ...(guard ? { '#token': names['#token'] } : {}),
+        ...(expires !== undefined ? { '#expiresAt': attr.expiresAt } : {}),
+      },
+      ExpressionAttributeValues: {
+        ':endAt': at,
+        ':one': 1,
+        ...(guard?.values ?? {}),
+        ...(expires !== undefined ? { ':expires': expires } : {}),
+      },
+    },
+  };
+}
+
+/** The holder's renew (a live claim only) or release: its claim now ends at `untilMs`, and its index entry with it. */
+export function holderUpdate(
+  tableName: string,
+  tenant: string,
+  { runId, holder, token }: { runId: string; holder: string; token: number },
+  untilMs: number,
+  at: number,
+  renewing: boolean,
+): Write {
+  const listing = keys.claimListing(tenant, runId, untilMs);
+  return {
+    Update: {
+      TableName: tableName,
+      Key: keys.claim(tenant, runId),
+      // Only the holder with the current token; a renew only while the claim is live (once it ran
+      // out, another may have taken the run, or the watcher found it stalled).
+      ConditionExpression: `#holder = :holder AND #token = :token${renewing ? ' AND #claimUntil > :now' : ''}`,
+      UpdateExpression: renewing
+        ? 'SET #claimUntil = :until, gsi1pk = :listPk, gsi1sk = :listSk ADD #version :one'
+        : 'SET #claimUntil = :until ADD #version :one REMOVE gsi1pk, gsi1sk',
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: {
+        ':holder': holder,
+        ':token': token,
+        ':until': untilMs,
+        ':one': 1,
+        ...(renewing ? { ':now': at, ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : {}),
+      },
+    },
+  };
+}

@@ -1,0 +1,98 @@
+/**
+ * Stalled runs found: one watcher per table (whichever replica holds its system lease, like a
+ * stream shard's reader) reads the claims that ran out from the stall index every
+ * RUNPLANE_STALL_CHECK_SECONDS, and moves each RUNNING or WAITING_FOR_TOOL run whose claim it
+ * still is to STALLED, with a `run.stalled` event. The step is conditioned on that very
+ * claim, so however many watchers there are (one lease changing hands, say), a claim's expiry
+ * makes one `run.stalled` at most. A run is found within its claim's TTL plus one interval
+ * (plus the watcher lease's TTL when the replica holding it dies).
+ */
+import { isTerminal } from '../domain/run.ts';
+import { sleep } from '../lib/backoff.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { RunStore } from '../store/index.ts';
+import type { ShardLease, ShardLeases } from '../store/leases/shards.ts';
+
+/** The watcher's lease row (`_sys#unit#stall-watcher`). */
+const WATCHER_UNIT = 'stall-watcher';
+/** Expired claims looked at per index shard and round. */
+const PER_ROUND = 100;
+
+export interface StallWatcherOptions {
+  runs: Pick<RunStore, 'stall' | 'expiredClaims' | 'unlistClaim' | 'head'>;
+  leases: ShardLeases;
+  /** This replica's name in the lease row. */
+  holder: string;
+  intervalMs: number;
+  log: Logger;
+  now?: () => number;
+}
+
+export class StallWatcher {
+  private lease: ShardLease | null = null;
+  private readonly stopping = new AbortController();
+  private loop: Promise<void> | undefined;
+  readonly counts = { stalled: 0, rounds: 0 };
+
+  constructor(private readonly options: StallWatcherOptions) {}
+
+  /** Whether this replica watches now. */
+  get watching() {
+    return this.lease !== null;
+  }
+
+  start() {
+    this.loop = (async () => {
+      while (!this.stopping.signal.aborted) {
+        try {
+          if (await this.hold()) await this.round();
+        } catch (err) {
+          this.options.log.warn(`stall watcher: a round failed (${err instanceof Error ? err.message : String(err)})`);
+        }
+        await sleep(this.options.intervalMs, this.stopping.signal);
+      }
+    })();
+  }
+
+  /** Takes or keeps the watcher's lease (three intervals long); whether this replica holds it. */
+  private async hold() {
+    const { leases, holder, intervalMs } = this.options;
+    const ttlSeconds = Math.max(2, Math.ceil((3 * intervalMs) / 1000));
+    if (this.lease) this.lease = await leases.hold({ lease: this.lease, ttlSeconds });
+    if (!this.lease) {
+      const row = await leases.read(WATCHER_UNIT);
+      const now = (this.options.now ?? Date.now)();
+      if (!row || row.owner === holder || row.expiresAt.getTime() <= now)
+        this.lease = await leases.acquire(WATCHER_UNIT, holder, ttlSeconds, row);
+    }
+    return this.lease !== null;
+  }
+
+  /** One look at the claims that ran out. */
+  async round() {
+    const { runs } = this.options;
+    this.counts.rounds++;
+    const now = (this.options.now ?? Date.now)();
+    for (const { tenant, runId, claim } of await runs.expiredClaims(now, PER_ROUND)) {
+      if (this.stopping.signal.aborted) return;
+      try {
+        const head = await runs.head(tenant, runId);
+        // A finished (or vanished) run's claim has nothing more to say: out of the index.
+        if (!head || isTerminal(head.meta.status as never)) {
+          await runs.unlistClaim(tenant, runId, claim);
+          continue;
+        }
+        if (await runs.stall(tenant, runId, claim)) this.counts.stalled++;
+      } catch (err) {
+        this.options.log.warn(`stall watcher: run ${runId} not looked at (${err instanceof Error ? err.message : String(err)})`);
+      }
+    }
+  }
+
+  async stop() {
+    this.stopping.abort();
+    await this.loop;
+    if (this.lease) await this.options.leases.hold({ lease: this.lease, ttlSeconds: 0 }).catch(() => null);
+    this.lease = null;
+  }
+}

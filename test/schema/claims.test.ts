@@ -1,0 +1,296 @@
+/**
+ * Run claims: one holder at a time, tokens that only grow; writes fenced by a token refused
+ * (and nothing written) once the claim moved; cancellation that ends the claim; stalled runs
+ * found once their claim runs out, and taken over.
+ */
+import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { uniqueName } from '../support/aws.ts';
+import { newRun, runPartition } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { subscribeWs, wsClient } from '../support/subscribe.ts';
+import { waitFor } from '../support/wait.ts';
+
+const OPS = 'ops-key-0123456789abcdef';
+let api: TestServer;
+beforeAll(async () => {
+  api = await startTestServer({ env: { RUNPLANE_API_KEYS: `${OPS}=default:write:ops`, RUNPLANE_STALL_CHECK_SECONDS: '1' } });
+});
+const as = { key: OPS };
+
+const CLAIM = `mutation($input: ClaimRunInput!) { claimRun(input: $input) {
+  __typename ... on RunClaim { runId holder token expiresAt } ... on RunHeld { holder expiresAt } ... on Error { message } } }`;
+const claim = async (runId: string, holder: string, ttlSeconds = 30, idempotencyKey?: string) =>
+  (await api.gql(CLAIM, { input: { runId, holder, ttlSeconds, idempotencyKey } }, as)).data?.claimRun;
+// ClaimLost's holder and token may be null (nobody holds the run): beside RunClaim's they are aliased.
+const renew = async (runId: string, holder: string, token: number, ttlSeconds = 30) =>
+  (
+    await api.gql(
+      'mutation($input: RenewRunClaimInput!) { renewRunClaim(input: $input) { __typename ... on RunClaim { token expiresAt } ... on ClaimLost { currentHolder: holder currentToken: token } } }',
+      { input: { runId, holder, token, ttlSeconds } },
+      as,
+    )
+  ).data?.renewRunClaim;
+const release = async (runId: string, holder: string, token: number) =>
+  (
+    await api.gql(
+      'mutation($input: ReleaseRunClaimInput!) { releaseRunClaim(input: $input) { __typename ... on ClaimLost { currentHolder: holder } } }',
+      { input: { runId, holder, token } },
+      as,
+    )
+  ).data?.releaseRunClaim;
+const append = async (runId: string, fencingToken?: number, type = 'step') =>
+  (
+    await api.gql(
+      'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } ... on ClaimLost { holder token message } } }',
+      { input: { runId, type, fencingToken } },
+      as,
+    )
+  ).data?.appendEvent;
+const cancel = async (runId: string, reason: string, idempotencyKey?: string) =>
+  (
+    await api.gql(
+      'mutation($input: CancelRunInput!) { cancelRun(input: $input) { __typename ... on Run { status version claim { holder } } ... on StatusConflict { current } } }',
+      { input: { runId, reason, idempotencyKey } },
+      as,
+    )
+  ).data?.cancelRun;
+const state = async (runId: string) =>
+  (
+    await api.gql(
+      `query { run(id: "${runId}", consistent: true) { status version claim { holder token } budget { spent } lastSeq } }`,
+      {},
+      as,
+    )
+  ).data?.run;
+
+/** The run's events as the table holds them. */
+async function eventsOf(runId: string) {
+  const { Items = [] } = await api.server.clients.doc.send(
+    new QueryCommand({
+      TableName: api.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
+      ExpressionAttributeValues: { ':pk': runPartition(runId), ':evt': 'evt#' },
+      ConsistentRead: true,
+    }),
+  );
+  return Items.map((item) => ({ seq: item.seq as number, type: item.type as string, payload: item.payload as Record<string, unknown> }));
+}
+
+describe('claims', () => {
+  test('of ten workers racing for a run, exactly one holds it; the others are told who', async () => {
+    const runId = await newRun(api, as);
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => claim(runId, `worker-${i}`)));
+    const won = answers.filter((a) => a.__typename === 'RunClaim');
+    expect(won).toHaveLength(1);
+    for (const lost of answers.filter((a) => a.__typename !== 'RunClaim'))
+      expect(lost).toMatchObject({ __typename: 'RunHeld', holder: won[0].holder });
+    expect((await state(runId)).claim).toEqual({ holder: won[0].holder, token: won[0].token });
+  });
+
+  test('tokens only grow: across claims by the holder, releases, expiries and takeovers', async () => {
+    const runId = await newRun(api, as);
+    const tokens: number[] = [];
+    const a1 = await claim(runId, 'a');
+    tokens.push(a1.token);
+    tokens.push((await claim(runId, 'a')).token);
+    expect(await release(runId, 'a', tokens[1] as number)).toMatchObject({ __typename: 'RunClaim' });
+    expect((await state(runId)).claim).toBeNull();
+    tokens.push((await claim(runId, 'b', 1)).token);
+    // b's claim runs out: c may take it, with a larger token.
+    await waitFor(async () => (await claim(runId, 'c')).__typename === 'RunClaim', { what: "b's claim to run out" });
+    tokens.push((await state(runId)).claim.token);
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] as number);
+    expect(await renew(runId, 'b', tokens[2] as number)).toMatchObject({ __typename: 'ClaimLost', currentHolder: 'c' });
+    expect(await release(runId, 'a', tokens[1] as number)).toMatchObject({ __typename: 'ClaimLost', currentHolder: 'c' });
+  });
+
+  test('claimRun with an idempotency key answers a retry with the first claim', async () => {
+    const runId = await newRun(api, as);
+    const key = uniqueName('claim');
+    const first = await claim(runId, 'w', 30, key);
+    expect(await claim(runId, 'w', 30, key)).toEqual(first);
+    expect((await state(runId)).claim.token).toBe(first.token);
+  });
+
+  test('a finished or missing run is refused', async () => {
+    const runId = await newRun(api, as);
+    await api.gql(`mutation { transitionRun(input: { runId: "${runId}", from: RUNNING, to: COMPLETED }) { __typename } }`, {}, as);
+    expect(await claim(runId, 'w')).toMatchObject({ __typename: 'StatusConflict' });
+    expect(await claim('no-such-run', 'w')).toMatchObject({ __typename: 'RunNotFound' });
+  });
+});
+
+describe('fenced writes', () => {
+  test('an append, a charge, a transition and an approval request with a token that is no longer the claim are refused, and nothing is written', async () => {
+    const runId = await newRun(api, as);
+    const old = await claim(runId, 'a', 1);
+    expect(await append(runId, old.token)).toMatchObject({ __typename: 'Event', seq: 1 });
+    // a's claim runs out and b takes the run over.
+    await waitFor(async () => (await claim(runId, 'b')).__typename === 'RunClaim', { what: 'b to take the run' });
+    const now = (await state(runId)).claim;
+    expect(await append(runId, old.token)).toMatchObject({ __typename: 'ClaimLost', holder: 'b', token: now.token });
+    const charged = await api.gql(
+      'mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename } }',
+      { input: { runId, amount: 5, fencingToken: old.token } },
+      as,
+    );
+    expect(charged.data.chargeBudget.__typename).toBe('ClaimLost');
+    for (const to of ['WAITING_FOR_TOOL', 'COMPLETED']) {
+      const moved = await api.gql(
+        'mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename } }',
+        { input: { runId, from: 'RUNNING', to, fencingToken: old.token } },
+        as,
+      );
+      expect(moved.data.transitionRun.__typename).toBe('ClaimLost');
+    }
+    const asked = await api.gql(
+      'mutation($input: RequestApprovalInput!) { requestApproval(input: $input) { __typename } }',
+      { input: { runId, request: { x: 1 }, fencingToken: old.token } },
+      as,
+    );
+    expect(asked.data.requestApproval.__typename).toBe('ClaimLost');
+    expect(await state(runId)).toMatchObject({ status: 'RUNNING', version: 1, budget: { spent: 0 }, lastSeq: 1 });
+    // The holder's own token still writes.
+    expect(await append(runId, now.token)).toMatchObject({ __typename: 'Event', seq: 2 });
+  });
+
+  test('fenced appends in a crowd are group-committed, seqs 1..N; once the claim moves, every one of a crowd is refused', async () => {
+    const runId = await newRun(api, as);
+    const held = await claim(runId, 'a');
+    const written = await Promise.all(Array.from({ length: 40 }, () => append(runId, held.token)));
+    expect(written.map((w) => w.seq).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect(await release(runId, 'a', held.token)).toMatchObject({ __typename: 'RunClaim' });
+    await claim(runId, 'b');
+    const refused = await Promise.all(Array.from({ length: 40 }, () => append(runId, held.token)));
+    expect(new Set(refused.map((r) => r.__typename))).toEqual(new Set(['ClaimLost']));
+    expect((await eventsOf(runId)).length).toBe(40);
+  });
+
+  test('a holder finishing its run ends its claim with it', async () => {
+    const runId = await newRun(api, as);
+    const held = await claim(runId, 'a');
+    const done = await api.gql(
+      'mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename ... on Run { status claim { holder } } } }',
+      { input: { runId, from: 'RUNNING', to: 'COMPLETED', fencingToken: held.token } },
+      as,
+    );
+    expect(done.data.transitionRun).toEqual({ __typename: 'Run', status: 'COMPLETED', claim: null });
+    expect(await renew(runId, 'a', held.token)).toMatchObject({ __typename: 'ClaimLost' });
+  });
+});
+
+describe('cancelRun', () => {
+  test('cancels, records who and why, ends the claim: the holder learns it from runChanged and its next fenced write is refused', async () => {
+    const runId = await newRun(api, as);
+    const held = await claim(runId, 'worker-1');
+    const client = wsClient(api.url, { connectionParams: { authorization: `Bearer ${OPS}` } });
+    const changes = subscribeWs<{ status: string; claim: { holder: string } | null }>(
+      client,
+      `subscription { runChanged(runId: "${runId}") { status claim { holder } } }`,
+      {},
+      'runChanged',
+    );
+    await changes.until(1);
+    expect(changes.items[0]).toEqual({ status: 'RUNNING', claim: { holder: 'worker-1' } });
+    expect(await cancel(runId, 'the user asked')).toEqual({ __typename: 'Run', status: 'CANCELLED', version: 2, claim: null });
+    await waitFor(() => changes.items.some((c) => c.status === 'CANCELLED'), { what: 'the cancellation in runChanged' });
+    expect(await append(runId, held.token)).toMatchObject({ __typename: 'ClaimLost' });
+    const events = await eventsOf(runId);
+    expect(events).toEqual([
+      {
+        seq: 1,
+        type: 'run.cancelled',
+        payload: { by: 'ops', reason: 'the user asked', from: 'RUNNING', holder: { holder: 'worker-1', token: held.token } },
+      },
+    ]);
+    await client.dispose();
+  });
+
+  test('with an idempotency key a retry is answered alike and nothing is written twice; a finished run is refused', async () => {
+    const runId = await newRun(api, as);
+    const key = uniqueName('cancel');
+    const [first, second] = await Promise.all([cancel(runId, 'stop', key), cancel(runId, 'stop', key)]);
+    expect(second).toEqual(first);
+    expect((await eventsOf(runId)).filter((e) => e.type === 'run.cancelled')).toHaveLength(1);
+    expect(await cancel(runId, 'again')).toMatchObject({ __typename: 'StatusConflict', current: 'CANCELLED' });
+  });
+
+  test('a run awaiting approval, or stalled, may be cancelled', async () => {
+    const runId = await newRun(api, as);
+    await api.gql(`mutation { requestApproval(input: { runId: "${runId}", request: 1 }) { __typename } }`, {}, as);
+    expect(await cancel(runId, 'no longer needed')).toMatchObject({ status: 'CANCELLED' });
+  });
+});
+
+describe('stalled runs', () => {
+  test('a claim run out unrenewed: STALLED with one run.stalled event, listed; taken over with run.reclaimed; the old holder refused', async () => {
+    const runId = await newRun(api, as);
+    const old = await claim(runId, 'dead-worker', 1);
+    await append(runId, old.token);
+    const stalledAt = Date.now();
+    await waitFor(async () => (await state(runId)).status === 'STALLED', { what: 'the run to be found stalled' });
+    // Within the claim's TTL and one watcher interval (and room for a loaded machine).
+    expect(Date.now() - stalledAt).toBeLessThan(1_000 + 1_000 + 5_000);
+    const events = await eventsOf(runId);
+    expect(events.map((e) => e.type)).toEqual(['step', 'run.stalled']);
+    expect(events[1]?.payload).toMatchObject({ holder: 'dead-worker', token: old.token });
+    await waitFor(
+      async () =>
+        (await api.gql('{ runs(status: STALLED, first: 500) { edges { node { id } } } }', {}, as)).data.runs.edges.some(
+          (e: { node: { id: string } }) => e.node.id === runId,
+        ),
+      { what: 'the stalled run in runs(status: STALLED)' },
+    );
+    // Left alone, it stays STALLED, with still one run.stalled.
+    await waitFor(async () => api.server.watcher.counts.rounds >= 3, { what: 'more watcher rounds' });
+    const rounds = api.server.watcher.counts.rounds;
+    await waitFor(async () => api.server.watcher.counts.rounds >= rounds + 2, { what: 'two more rounds' });
+    expect((await state(runId)).status).toBe('STALLED');
+    expect((await eventsOf(runId)).filter((e) => e.type === 'run.stalled')).toHaveLength(1);
+    // A new worker takes it over at the next seq.
+    const taken = await claim(runId, 'new-worker');
+    expect(taken).toMatchObject({ __typename: 'RunClaim', holder: 'new-worker' });
+    expect(taken.token).toBeGreaterThan(old.token);
+    expect(await state(runId)).toMatchObject({ status: 'RUNNING', claim: { holder: 'new-worker' } });
+    const after = await eventsOf(runId);
+    expect(after.at(-1)).toEqual({
+      seq: 3,
+      type: 'run.reclaimed',
+      payload: { from: { holder: 'dead-worker', token: old.token }, to: { holder: 'new-worker', token: taken.token } },
+    });
+    expect(await append(runId, old.token, 'late')).toMatchObject({ __typename: 'ClaimLost', holder: 'new-worker' });
+    expect(await append(runId, taken.token)).toMatchObject({ __typename: 'Event', seq: 4 });
+    expect(
+      Number(/runplane_runs_stalled_total (\d+)/.exec(await (await fetch(new URL('/metrics', api.url))).text())?.[1]),
+    ).toBeGreaterThanOrEqual(1);
+  });
+
+  test('a claim renewed in time, or released, never stalls its run', async () => {
+    const renewed = await newRun(api, as);
+    const released = await newRun(api, as);
+    const r = await claim(renewed, 'alive', 2);
+    const l = await claim(released, 'done', 2);
+    await release(released, 'done', l.token);
+    const rounds = api.server.watcher.counts.rounds;
+    for (let i = 0; i < 4; i++) {
+      expect(await renew(renewed, 'alive', r.token, 2)).toMatchObject({ __typename: 'RunClaim' });
+      await waitFor(async () => api.server.watcher.counts.rounds > rounds + i, { what: 'a watcher round' });
+    }
+    expect((await state(renewed)).status).toBe('RUNNING');
+    expect((await state(released)).status).toBe('RUNNING');
+  });
+});
+
+test('run(id) tells the claim in its one Query', async () => {
+  const runId = await newRun(api, as);
+  await claim(runId, 'w');
+  const before = api.requests.length;
+  const { data } = await api.gql(
+    `query { run(id: "${runId}") { status claim { holder } budget { cap } events(first: 5) { edges { cursor } } } }`,
+    {},
+    as,
+  );
+  expect(data.run.claim).toEqual({ holder: 'w' });
+  expect(api.requests.slice(before)).toEqual(['QueryCommand']);
+});
