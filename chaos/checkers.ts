@@ -8,12 +8,19 @@ import type { Subscription } from './workload.ts';
 export interface StoredEvent {
   seq: number;
   op: string | null;
+  type?: string;
+  /** The claim token a run worker wrote it with (its payload's), or a run.stalled event's expired token. */
+  token?: number;
+  /** When the server wrote it (epoch ms). */
+  at?: number;
 }
 
 export interface Snapshot {
   /** Events per run, in seq order, read straight from the table. */
   events: Map<string, StoredEvent[]>;
   budgets: Map<string, { cap: number; spent: number }>;
+  /** Each run's status at the end. */
+  statuses?: Map<string, string>;
 }
 
 const describe = (o: Operation) =>
@@ -208,4 +215,76 @@ export function checkDeliveryLatency(
       (d) =>
         `probe event ${d.seq} reached its (connected) subscriber ${d.late.toFixed(0)} ms after it was acknowledged (allowed ${allowed.toFixed(0)} ms; slowest before the faults ${Math.max(0, ...before).toFixed(0)} ms)`,
     );
+}
+
+/** How long a claim that ran out unreleased may leave its run RUNNING before it is found stalled or taken over (watcher lease failover and faults included). */
+export const STALL_BOUND_MS = 10_000;
+
+/**
+ * Run claims, over the history and the claimed runs as the table holds them:
+ * - fencing: the tokens of the workers' events never go down along the seqs, and no fenced
+ *   append sent after a larger token's claim was acknowledged is stored;
+ * - every claimed run ends COMPLETED (the closer's), and every run.stalled is followed by a
+ *   run.reclaimed;
+ * - a claim that ran out unreleased leaves its run RUNNING no longer than STALL_BOUND_MS: by
+ *   then a run.stalled for its token, or another claim, came.
+ */
+export function checkClaims(history: History, snapshot: Snapshot, claimRuns: string[]): string[] {
+  const found: string[] = [];
+  const ms = (v: unknown) => new Date(v as string).getTime();
+  for (const runId of claimRuns) {
+    const events = snapshot.events.get(runId) ?? [];
+    let highest = 0;
+    for (const event of events) {
+      if (event.type !== 'work' || event.token === undefined) continue;
+      if (event.token < highest)
+        found.push(`run ${runId}: seq ${event.seq} written with token ${event.token} after token ${highest} had written`);
+      highest = Math.max(highest, event.token);
+    }
+    const claims = history.operations.filter((o) => o.kind === 'claim' && o.outcome === 'acknowledged' && o.input.runId === runId);
+    for (const append of history.operations.filter(
+      (o) => o.kind === 'append' && o.input.runId === runId && o.input.fencingToken !== undefined,
+    )) {
+      const token = append.input.fencingToken as number;
+      const superseded = claims.find((c) => (c.result?.token as number) > token && c.end < append.start);
+      const op = (append.input.payload as { op: string }).op;
+      if (superseded && events.some((e) => e.op === op))
+        found.push(`run ${runId}: ${op} (token ${token}) is stored though it was sent after token ${superseded.result?.token} was claimed`);
+    }
+    const status = snapshot.statuses?.get(runId);
+    if (status !== 'COMPLETED') found.push(`run ${runId} ended ${status ?? 'unread'}, not COMPLETED`);
+    events.forEach((event, i) => {
+      if (event.type === 'run.stalled' && !events.slice(i + 1).some((later) => later.type === 'run.reclaimed'))
+        found.push(`run ${runId}: stalled at seq ${event.seq} and never taken over`);
+    });
+    // Ended by its holder: released, or the run finished with it (the closer's).
+    const released = new Set(
+      history.operations
+        .filter((o) => (o.kind === 'releaseClaim' || o.kind === 'close') && o.outcome === 'acknowledged' && o.input.runId === runId)
+        .map((o) => o.input.token ?? o.input.fencingToken),
+    );
+    for (const claim of claims) {
+      const token = claim.result?.token as number;
+      if (released.has(token)) continue;
+      const ends = history.operations
+        .filter(
+          (o) =>
+            (o.kind === 'claim' || o.kind === 'renewClaim') &&
+            o.outcome === 'acknowledged' &&
+            o.input.runId === runId &&
+            o.result?.token === token,
+        )
+        .map((o) => ms(o.result?.expiresAt));
+      const end = Math.max(...ends);
+      const stalled = events.some(
+        (e) => e.type === 'run.stalled' && e.token === token && (e.at ?? Number.POSITIVE_INFINITY) <= end + STALL_BOUND_MS,
+      );
+      const succeeded = claims.some((c) => (c.result?.token as number) > token && ms(c.result?.acquiredAt) <= end + STALL_BOUND_MS);
+      if (!stalled && !succeeded)
+        found.push(
+          `run ${runId}: the claim with token ${token} ran out at ${new Date(end).toISOString()} and was neither found stalled nor taken over within ${STALL_BOUND_MS} ms`,
+        );
+    }
+  }
+  return found;
 }

@@ -95,6 +95,8 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
         RUNPLANE_TABLE: table,
         RUNPLANE_GRAPHIQL: 'false',
         NODE_ENV: 'development',
+        // Stalled runs found within a second of their claim's end (the run workers' claims last one).
+        RUNPLANE_STALL_CHECK_SECONDS: '1',
         ...env,
       },
       [/Runplane is up/],

@@ -8,7 +8,7 @@ export type Outcome = 'acknowledged' | 'refused' | 'unknown';
 
 export interface Operation {
   client: string;
-  kind: 'append' | 'charge' | 'acquire' | 'renew' | 'release';
+  kind: 'append' | 'charge' | 'acquire' | 'renew' | 'release' | 'claim' | 'renewClaim' | 'releaseClaim' | 'close';
   input: Record<string, unknown>;
   /** performance.now() at the first send and at the final answer. */
   start: number;

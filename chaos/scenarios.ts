@@ -13,6 +13,7 @@ import { eventItem } from '../src/table/codec.ts';
 import {
   checkAppends,
   checkBudgets,
+  checkClaims,
   checkDeliveryLatency,
   checkLeases,
   checkMutualExclusion,
@@ -269,6 +270,7 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
   const doc = documentClient(cluster.engineEndpoint);
   const events = new Map<string, { seq: number; op: string | null }[]>();
   const budgets = new Map<string, { cap: number; spent: number }>();
+  const statuses = new Map<string, string>();
   try {
     for (const runId of runs) {
       const items: Record<string, unknown>[] = [];
@@ -290,15 +292,25 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
         runId,
         items
           .filter((item) => String(item.sk).startsWith('evt#'))
-          .map((item) => ({ seq: Number(item.seq), op: (item.payload as { op?: string } | null)?.op ?? null })),
+          .map((item) => {
+            const payload = item.payload as { op?: string; token?: unknown } | null;
+            return {
+              seq: Number(item.seq),
+              op: payload?.op ?? null,
+              type: String(item.type),
+              token: typeof payload?.token === 'number' ? payload.token : undefined,
+              at: Date.parse(String(item.createdAt)),
+            };
+          }),
       );
       const budget = items.find((item) => item.sk === '#budget');
       budgets.set(runId, { cap: Number(budget?.cap), spent: Number(budget?.spent) });
+      statuses.set(runId, String(items.find((item) => item.sk === '#meta')?.status));
     }
   } finally {
     doc.destroy();
   }
-  return { events, budgets };
+  return { events, budgets, statuses };
 }
 
 /** Runs one scenario for `seconds` of load and checks it. */
@@ -308,11 +320,12 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
   const began = performance.now();
   try {
     const runs = ['alpha', 'beta', 'gamma'];
+    const claimRuns = ['claimed-1', 'claimed-2'];
     const probeRun = 'probe';
     const rawRun = 'raw';
     const bulkRun = 'bulk';
     const setup = graphql(() => cluster.urls[0] as string, history);
-    for (const id of [...runs, probeRun, rawRun, bulkRun]) {
+    for (const id of [...runs, ...claimRuns, probeRun, rawRun, bulkRun]) {
       // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
         input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
@@ -322,6 +335,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     const workload = startWorkload({
       urls: cluster.urls,
       runs,
+      claimRuns,
       units: ['u1', 'u2', 'u3', 'u4'],
       history,
       stallChance: scenario.stallChance,
@@ -375,7 +389,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     await workload.stopLoad(30_000);
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
-    const watched = [...runs, probeRun, rawRun, ...(scenario.stalledReaders ? [bulkRun] : [])];
+    const watched = [...runs, ...claimRuns, probeRun, rawRun, ...(scenario.stalledReaders ? [bulkRun] : [])];
     let state = await snapshot(cluster, watched);
     const caughtUp = () => workload.subscriptions.every((s) => (s.events.at(-1)?.seq ?? 0) >= (state.events.get(s.runId)?.length ?? 0));
     const deadline = performance.now() + 30_000;
@@ -392,6 +406,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ...checkBudgets(history, state),
       ...checkLeases(history),
       ...checkMutualExclusion(history),
+      ...checkClaims(history, state, claimRuns),
       ...(scenario.maxDeliveryMs
         ? checkDeliveryLatency(history, workload.subscriptions, probeRun, {
             maxMs: scenario.maxDeliveryMs,
@@ -441,8 +456,8 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       unknown: history.operations.filter((o) => o.outcome === 'unknown').length,
       // A stalled reader is this scenario's fault.
       faults: faults + workload.readerStalls,
-      stalls: workload.stalls,
-      crashes: workload.crashes,
+      stalls: workload.stalls + workload.runStalls,
+      crashes: workload.crashes + workload.runCrashes,
       subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),
       budgetRefusals: history.operations.filter((o) => o.result?.__typename === 'BudgetExceeded').length,
       violations,

@@ -2,8 +2,11 @@
  * The clients: appenders (half with idempotency keys, retried until answered; half plain,
  * sent once, so group commit is exercised), budget chargers, lease workers that stall past
  * their lease and crash without releasing, and subscribers that drop their connection and
- * resume with afterSeq. Keyed appends are now and then sent to both servers at once (a double
- * submit): the key must make them one effect. A raw writer puts events straight
+ * resume with afterSeq; run workers that claim runs, append fenced by their claim's token, and
+ * now and then pause past their claim (then write again: refused once another took over) or
+ * crash holding it (the stall watcher finds it, and the next worker takes it over). Keyed
+ * appends are now and then sent to both servers at once (a double submit): the key must make
+ * them one effect. A raw writer puts events straight
  * into the table, out of order, as a writer that bypasses the API may. Every operation goes
  * into the history.
  */
@@ -23,6 +26,9 @@ export interface WorkloadOptions {
   subscribers?: number;
   /** Chance that a lease worker stalls past its lease after acquiring. */
   stallChance?: number;
+  /** Runs that run workers claim and write to, fenced; closed (claimed and COMPLETED) when the load stops. */
+  claimRuns?: string[];
+  runWorkers?: number;
   /** A run with a low cap that the first charger spends on alone (refusals at the cap), besides the others. */
   cappedRun?: string;
   /** A run written to now and then by one client and watched by one subscriber that never drops (delivery latency). */
@@ -64,13 +70,25 @@ const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input)
   __typename ... on Event { seq } ... on BudgetExceeded { remaining } } }`;
 const CHARGE = `mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) {
   __typename ... on Budget { spent } ... on BudgetExceeded { remaining } } }`;
+const CLAIM = `mutation($input: ClaimRunInput!) { claimRun(input: $input) {
+  __typename ... on RunClaim { token holder acquiredAt expiresAt } ... on RunHeld { holder expiresAt } } }`;
+const RENEW_CLAIM = `mutation($input: RenewRunClaimInput!) { renewRunClaim(input: $input) {
+  __typename ... on RunClaim { token expiresAt } ... on ClaimLost { currentToken: token } } }`;
+const RELEASE_CLAIM = `mutation($input: ReleaseRunClaimInput!) { releaseRunClaim(input: $input) {
+  __typename ... on RunClaim { token expiresAt } ... on ClaimLost { currentToken: token } } }`;
+const CLOSE = `mutation($input: TransitionRunInput!) { transitionRun(input: $input) {
+  __typename ... on Run { status } ... on StatusConflict { current } ... on ClaimLost { currentToken: token } } }`;
+const FENCED_APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) {
+  __typename ... on Event { seq } ... on ClaimLost { currentToken: token } } }`;
 const LEASE = '__typename ... on Lease { token owner acquiredAt expiresAt }';
 const ACQUIRE = `mutation($input: AcquireLeaseInput!) { acquireLease(input: $input) { ${LEASE} ... on LeaseHeld { holder } } }`;
 const RENEW = `mutation($input: RenewLeaseInput!) { renewLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
 const RELEASE = `mutation($input: ReleaseLeaseInput!) { releaseLease(input: $input) { ${LEASE} ... on LeaseLost { currentToken } } }`;
 
 /** Typenames that mean "answered, nothing applied". */
-const REFUSALS = new Set(['BudgetExceeded', 'LeaseHeld', 'LeaseLost']);
+const REFUSALS = new Set(['BudgetExceeded', 'LeaseHeld', 'LeaseLost', 'RunHeld', 'ClaimLost', 'StatusConflict']);
+/** Typenames that mean "answered, applied". */
+const EFFECTS = new Set(['Event', 'Budget', 'Lease', 'RunClaim', 'Run']);
 
 const pick = <T>(items: T[]) => items[Math.floor(Math.random() * items.length)] as T;
 
@@ -83,6 +101,9 @@ export function startWorkload(options: WorkloadOptions) {
   let subscribing = true;
   let stalls = 0;
   let crashes = 0;
+  /** Run workers that paused past their claim, and that crashed holding one. */
+  let runStalls = 0;
+  let runCrashes = 0;
   /** Times a stalled reader stopped reading its socket. */
   let readerStalls = 0;
   /** The raw writer's ops whose put filled a hole late (see LATE_FILL_MS). */
@@ -120,7 +141,7 @@ export function startWorkload(options: WorkloadOptions) {
     const result = answer.data ? (Object.values(answer.data)[0] as Record<string, unknown>) : undefined;
     const typename = result?.__typename as string | undefined;
     const outcome = !result ? 'unknown' : typename && REFUSALS.has(typename) ? 'refused' : 'acknowledged';
-    if (result && typename && !REFUSALS.has(typename) && !['Event', 'Budget', 'Lease'].includes(typename)) {
+    if (result && typename && !REFUSALS.has(typename) && !EFFECTS.has(typename)) {
       history.unexpected.push(`${kind} answered ${typename}`);
     }
     history.add({ client, kind, input, start, end: performance.now(), sentAt, outcome, result, attempts, failure: answer.failure });
@@ -201,6 +222,90 @@ export function startWorkload(options: WorkloadOptions) {
         continue;
       }
       await perform(client, url, 'release', RELEASE, { unitId, owner, token, idempotencyKey: key('release') });
+    }
+  };
+
+  /**
+   * Claims a run, appends to it fenced by the claim's token (renewing between writes), then
+   * releases it; or pauses past the claim and writes again (refused once another worker took
+   * over), or crashes holding it (the stall watcher finds the run STALLED; the next claim
+   * takes it over).
+   */
+  const runWorker = async (index: number, claimRuns: string[]) => {
+    const holder = `runner-${index}`;
+    const url = () => urls[index % urls.length] as string;
+    for (let n = 1; generating; n++) {
+      const runId = pick(claimRuns);
+      const claimed = await perform(
+        holder,
+        url,
+        'claim',
+        CLAIM,
+        { runId, holder, ttlSeconds: 1, idempotencyKey: `${holder}-${n}-claim` },
+        true,
+      );
+      if (claimed?.__typename !== 'RunClaim') {
+        await sleep(50 + Math.random() * 100);
+        continue;
+      }
+      const token = claimed.token as number;
+      const write = (suffix: string) => {
+        const op = `${holder}-${n}-${suffix}`;
+        return perform(
+          holder,
+          url,
+          'append',
+          FENCED_APPEND,
+          { runId, type: 'work', payload: { op, token }, fencingToken: token, idempotencyKey: op },
+          true,
+        );
+      };
+      for (let k = 0; k < 3 && generating; k++) {
+        await write(String(k));
+        await sleep(Math.random() * 100);
+        await perform(holder, url, 'renewClaim', RENEW_CLAIM, { runId, holder, token, ttlSeconds: 1 }, false);
+      }
+      const fate = Math.random();
+      if (fate < 0.25) {
+        // A pause past the claim (a GC pause, a slow model call): what it writes on waking is refused if another took over.
+        runStalls++;
+        await sleep(1_500);
+        await write('late');
+      } else if (fate < 0.45) {
+        runCrashes++;
+        continue;
+      }
+      await perform(holder, url, 'releaseClaim', RELEASE_CLAIM, { runId, holder, token }, false);
+    }
+  };
+
+  /** When the load stops: each claimed run is claimed once more (taken over if STALLED) and COMPLETED, fenced. */
+  const closeRuns = async (claimRuns: string[]) => {
+    for (const runId of claimRuns) {
+      const url = () => urls[0] as string;
+      for (let n = 1; performance.now() < retryUntil; n++) {
+        const claimed = await perform(
+          'closer',
+          url,
+          'claim',
+          CLAIM,
+          { runId, holder: 'closer', ttlSeconds: 30, idempotencyKey: `closer-${runId}-${n}` },
+          true,
+        );
+        if (claimed?.__typename !== 'RunClaim') {
+          await sleep(100);
+          continue;
+        }
+        const closed = await perform(
+          'closer',
+          url,
+          'close',
+          CLOSE,
+          { runId, from: 'RUNNING', to: 'COMPLETED', fencingToken: claimed.token, idempotencyKey: `closer-${runId}-${n}-close` },
+          true,
+        );
+        if (closed?.__typename === 'Run') break;
+      }
     }
   };
 
@@ -373,6 +478,7 @@ export function startWorkload(options: WorkloadOptions) {
     ...(options.probeRun ? [prober(options.probeRun)] : []),
     ...(options.raw ? [rawWriter(options.raw).catch(() => {})] : []),
     ...(options.stalled ? [bulkWriter(options.stalled)] : []),
+    ...Array.from({ length: options.claimRuns ? (options.runWorkers ?? 3) : 0 }, (_, i) => runWorker(i, options.claimRuns as string[])),
   ];
   const watching = [
     ...Array.from({ length: options.subscribers ?? 4 }, (_, i) => subscriber(i)),
@@ -396,12 +502,20 @@ export function startWorkload(options: WorkloadOptions) {
     get readerStalls() {
       return readerStalls;
     },
+    /** Run workers that paused past their claim, and that crashed holding one. */
+    get runStalls() {
+      return runStalls;
+    },
+    get runCrashes() {
+      return runCrashes;
+    },
     lateFills,
     /** Stops making new operations; those under way keep retrying (keyed) until `drainMs` from now. */
     async stopLoad(drainMs: number) {
       generating = false;
       retryUntil = performance.now() + drainMs;
       await Promise.all(tasks);
+      if (options.claimRuns) await closeRuns(options.claimRuns);
     },
     /** Ends the subscribers (after the checker has let them catch up). */
     async stopSubscribers() {

@@ -92,6 +92,33 @@ export async function runDemo(url: string, print: (line: string) => void = conso
   if (reclaimed.__typename !== 'Lease') throw new Error(`worker B could not reclaim the unit: ${reclaimed.message}`);
   print(`  ${t()} worker B reclaims unit#${unitId} : true (lease expired at ${t(a.expiresAt)}; B wins, token ${reclaimed.token})`);
   print(`  unit#${unitId} lease now held by ${reclaimed.owner} until ${t(reclaimed.expiresAt)}`);
+
+  // 4. The same for a run: a worker claims it, dies mid-run; the run is found STALLED, another
+  // worker takes it over at the next seq, and the dead one's late write is refused.
+  print('');
+  print('--- run claims: a worker dies mid-run, another takes over ---');
+  const claimedRun = `${runId}-claimed`;
+  await client.createRun({ id: claimedRun, task: 'summarize the audit', budgetCap: 1000 });
+  const first = await client.claimRun({ runId: claimedRun, holder: 'A', ttlSeconds: 1 });
+  if (first.__typename !== 'RunClaim') throw new Error(`worker A could not claim run ${claimedRun}: ${first.__typename}`);
+  const step = await client.appendEvent({ runId: claimedRun, type: 'model.responded', fencingToken: first.token });
+  print(`  ${t()} worker A claims run#${claimedRun} (token ${first.token}) and appends seq ${step.__typename === 'Event' ? step.seq : '?'}`);
+  print('  ... worker A dies; its claim is not renewed');
+  const stallDeadline = Date.now() + 60_000;
+  while ((await client.run(claimedRun, { consistent: true, first: 0 }))?.status !== 'STALLED') {
+    if (Date.now() > stallDeadline) throw new Error(`run ${claimedRun} was not found stalled`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  print(`  ${t()} the stall watcher finds run#${claimedRun} STALLED (event run.stalled)`);
+  const second = await client.claimRun({ runId: claimedRun, holder: 'B', ttlSeconds: 30 });
+  if (second.__typename !== 'RunClaim') throw new Error(`worker B could not take run ${claimedRun} over: ${second.__typename}`);
+  const next = await client.appendEvent({ runId: claimedRun, type: 'model.responded', fencingToken: second.token });
+  print(
+    `  ${t()} worker B claims it (token ${second.token}): RUNNING again (event run.reclaimed), appends seq ${next.__typename === 'Event' ? next.seq : '?'}`,
+  );
+  const late = await client.appendEvent({ runId: claimedRun, type: 'tool.returned', fencingToken: first.token });
+  print(`  ${t()} worker A wakes up and appends with token ${first.token} -> ${late.__typename} (nothing written: the run is B's)`);
+  await client.releaseRunClaim({ runId: claimedRun, holder: 'B', token: second.token });
   await client.close();
 }
 
@@ -103,7 +130,10 @@ async function main() {
   let stop = async () => {};
   if (!url && !values.own && (await answers(local))) url = local;
   if (!url) {
-    const server = await startServer(loadConfig({ PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false' }));
+    // The stall watcher looks every second (default 5): the dead worker's run is found quickly.
+    const server = await startServer(
+      loadConfig({ PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', RUNPLANE_STALL_CHECK_SECONDS: '1' }),
+    );
     url = server.url;
     stop = server.stop;
     console.log(`(started a server of its own on ${url}, in memory)\n`);

@@ -23,7 +23,10 @@ describeWithBrowser('the run console in Chromium', () => {
   let api: TestServer;
   beforeAll(async () => {
     browser = await openBrowser();
-    api = await startTestServer({ env: { RUNPLANE_API_KEYS: `${WRITE}=${TENANT},${READ}=${TENANT}:read` }, stopAfterAll: false });
+    api = await startTestServer({
+      env: { RUNPLANE_API_KEYS: `${WRITE}=${TENANT}:write:console,${READ}=${TENANT}:read`, RUNPLANE_STALL_CHECK_SECONDS: '1' },
+      stopAfterAll: false,
+    });
   });
   afterAll(async () => {
     await browser?.close();
@@ -212,6 +215,48 @@ describeWithBrowser('the run console in Chromium', () => {
         await mine.close();
         await theirs.close();
       }
+    }
+  });
+
+  test('a run`s holder and its claim counting down; a STALLED badge once its worker is gone; the runs list filters STALLED; Cancel ends it', async () => {
+    const runId = await newRun('held by a worker');
+    const claim = async (holder: string, ttlSeconds: number) =>
+      (
+        await api.gql(
+          `mutation { claimRun(input: { runId: "${runId}", holder: "${holder}", ttlSeconds: ${ttlSeconds} }) { __typename ... on RunClaim { token } } }`,
+          {},
+          as,
+        )
+      ).data.claimRun;
+    await claim('worker-7', 3);
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitFor(async () => (await text(page, '#run-holder'))?.includes('Held by worker-7') ?? false, { what: 'the holder shown' });
+      const left = Number(/(\d+) s/.exec((await text(page, '#claim-left')) ?? '')?.[1]);
+      await waitFor(async () => Number(/(\d+) s/.exec((await text(page, '#claim-left')) ?? '')?.[1]) < left, { what: 'the countdown' });
+      // The worker dies: its claim runs out unrenewed, the watcher finds the run stalled.
+      await waitFor(async () => (await text(page, '#run-status')) === 'STALLED', { what: 'the STALLED badge' });
+      expect(await page.locator('.status-STALLED').count()).toBeGreaterThan(0);
+      expect(await text(page, '#run-holder')).toMatch(/Stalled/);
+      const list = await openConsole(browser.context, api.url, '#/runs?status=STALLED', WRITE);
+      try {
+        await list.locator(`tr[data-run="${runId}"]`).waitFor({ timeout: 30_000 });
+        expect(await list.locator('#status-filter').inputValue()).toBe('STALLED');
+      } finally {
+        await list.close();
+      }
+      await page.locator('#cancel-reason').fill('the worker is gone');
+      await page.locator('#cancel-run').click();
+      await waitFor(async () => (await text(page, '#run-status')) === 'CANCELLED', { what: 'the run cancelled' });
+      const { data } = await api.gql(
+        `{ run(id: "${runId}", consistent: true) { events(types: ["run.cancelled"]) { edges { node { payload } } } } }`,
+        {},
+        as,
+      );
+      expect(data.run.events.edges[0].node.payload).toMatchObject({ by: 'console', reason: 'the worker is gone', from: 'STALLED' });
+      expect(await page.locator('#cancel-run').count()).toBe(0);
+    } finally {
+      await page.close();
     }
   });
 

@@ -3,11 +3,13 @@ import { describe, expect, test } from 'vitest';
 import {
   checkAppends,
   checkBudgets,
+  checkClaims,
   checkDeliveryLatency,
   checkLeases,
   checkMutualExclusion,
   checkSubscriptions,
   type Snapshot,
+  STALL_BOUND_MS,
 } from '../../chaos/checkers.ts';
 import { History, type Operation } from '../../chaos/history.ts';
 
@@ -256,5 +258,65 @@ describe('subscriptions', () => {
     expect(checkSubscriptions(got(1, 3), snapshot(['a', 'b', 'c']), new Set(['a']))).toContainEqual(
       expect.stringMatching(/got 1 events, the run has 2/),
     );
+  });
+});
+
+describe('run claims', () => {
+  const at = (s: number) => new Date(Date.UTC(2026, 0, 1) + s * 1000).toISOString();
+  const claimed = (token: number, from: number, until: number, end = from) =>
+    op({
+      kind: 'claim',
+      input: { runId: 'r', holder: `h${token}` },
+      end,
+      result: { __typename: 'RunClaim', token, acquiredAt: at(from), expiresAt: at(until) },
+    });
+  const released = (token: number) => op({ kind: 'releaseClaim', input: { runId: 'r', token }, result: { __typename: 'RunClaim', token } });
+  const fenced = (opId: string, token: number, start: number) =>
+    op({ kind: 'append', input: { runId: 'r', payload: { op: opId, token }, fencingToken: token }, start, end: start + 1 });
+  const work = (seq: number, opId: string, token: number) => ({ seq, op: opId, type: 'work', token });
+  const state = (events: Snapshot['events'] extends Map<string, infer E> ? E : never, status = 'COMPLETED'): Snapshot => ({
+    events: new Map([['r', events]]),
+    budgets: new Map(),
+    statuses: new Map([['r', status]]),
+  });
+
+  test('a sound history passes: two holders in turn, the first released, the run completed', () => {
+    const history = historyOf(claimed(1, 0, 10), fenced('a', 1, 2), released(1), claimed(2, 11, 20, 11), fenced('b', 2, 12), released(2));
+    expect(checkClaims(history, state([work(1, 'a', 1), work(2, 'b', 2)]), ['r'])).toEqual([]);
+  });
+
+  test('a write with an older token after a newer one, or sent after a newer claim and stored, is reported', () => {
+    const history = historyOf(claimed(1, 0, 10), released(1), claimed(2, 11, 20, 11), fenced('late', 1, 12), released(2));
+    const found = checkClaims(history, state([work(1, 'b', 2), work(2, 'late', 1)]), ['r']);
+    expect(found).toContainEqual(expect.stringMatching(/seq 2 written with token 1 after token 2/));
+    expect(found).toContainEqual(expect.stringMatching(/late \(token 1\) is stored though it was sent after token 2 was claimed/));
+  });
+
+  test('a run left unfinished, or stalled and never taken over, is reported', () => {
+    const history = historyOf(claimed(1, 0, 10), released(1));
+    expect(checkClaims(history, state([], 'RUNNING'), ['r'])).toContainEqual(expect.stringMatching(/ended RUNNING, not COMPLETED/));
+    expect(checkClaims(history, state([{ seq: 1, op: null, type: 'run.stalled', token: 1, at: 0 }]), ['r'])).toContainEqual(
+      expect.stringMatching(/stalled at seq 1 and never taken over/),
+    );
+  });
+
+  test('a claim that ran out unreleased must be found stalled, or taken over, within the bound', () => {
+    const history = historyOf(claimed(1, 0, 10), claimed(2, 10 + STALL_BOUND_MS / 1000 + 5, 60, 99), released(2));
+    expect(checkClaims(history, state([]), ['r'])).toContainEqual(
+      expect.stringMatching(/token 1 ran out .* neither found stalled nor taken over/),
+    );
+    const inTime = historyOf(claimed(1, 0, 10), claimed(2, 12, 60, 99), released(2));
+    expect(checkClaims(inTime, state([]), ['r'])).toEqual([]);
+    const stalledInTime = historyOf(claimed(1, 0, 10));
+    expect(
+      checkClaims(
+        stalledInTime,
+        state([
+          { seq: 1, op: null, type: 'run.stalled', token: 1, at: Date.parse(at(11)) },
+          { seq: 2, op: null, type: 'run.reclaimed' },
+        ]),
+        ['r'],
+      ),
+    ).toEqual([]);
   });
 });

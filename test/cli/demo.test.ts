@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect, test } from 'vitest';
 
-test("npm run demo prints the lab's three blocks from real GraphQL calls", async () => {
+test("npm run demo prints the lab's four blocks from real GraphQL calls", async () => {
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/demo.ts', '--own'], { timeout: 60_000 });
   const lines = stdout.split('\n');
   const block = (title: string) => lines.slice(lines.findIndex((l) => l.includes(title)) + 1).join('\n');
@@ -25,4 +25,11 @@ test("npm run demo prints the lab's three blocks from real GraphQL calls", async
   // A's 1 s lease, counted from before A asked for it: a slow machine adds the request's time.
   expect(Number(/lease expired at t=(\d+\.\d)s/.exec(leases)?.[1])).toBeGreaterThanOrEqual(1);
   expect(leases).toMatch(/lease now held by B until/);
+
+  const claims = block('--- run claims: a worker dies mid-run, another takes over ---');
+  const dead = Number(/worker A claims run#\S+ \(token (\d+)\) and appends seq 1/.exec(claims)?.[1]);
+  expect(claims).toMatch(/the stall watcher finds run#\S+ STALLED \(event run.stalled\)/);
+  const rescuer = Number(/worker B claims it \(token (\d+)\): RUNNING again \(event run.reclaimed\), appends seq 4/.exec(claims)?.[1]);
+  expect(rescuer).toBeGreaterThan(dead);
+  expect(claims).toMatch(new RegExp(`worker A wakes up and appends with token ${dead} -> ClaimLost \\(nothing written`));
 });
