@@ -1,5 +1,6 @@
 /** Clients for the load generator: GraphQL over kept-alive HTTP, and the SDK's document client. */
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { createServer } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
@@ -49,3 +50,13 @@ export function documentClient(endpoint: string) {
     { marshallOptions: { removeUndefinedValues: true } },
   );
 }
+
+/** A free loopback port (the OS picks one, it is let go, and the caller binds it). */
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+    probe.on('error', reject);
+  });

@@ -6,10 +6,10 @@
  * reads each shard; A's writes reach B over Redis at once).
  */
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { startRedisProcess } from '../chaos/redis.ts';
+import { freePort } from './clients.ts';
 import { type BenchProcess, startProcess } from './server.ts';
 import { percentile } from './stats.ts';
 
@@ -28,15 +28,6 @@ export interface ReplicasResult {
   redis: ReplicaFigures;
   samples: number;
 }
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-    probe.on('error', reject);
-  });
 
 async function gql(url: string, query: string, variables: Record<string, unknown>) {
   const response = await fetch(url, {

@@ -7,6 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { catchUp } from './catch-up.ts';
+import { claimsSection } from './claims.ts';
 import { clientCost } from './client.ts';
 import { consoleRows, consoleTimes } from './console.ts';
 import { contendedAppends } from './contention.ts';
@@ -48,7 +49,18 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
  * `npm run bench -- <section> ... [writes]` runs only those sections (with none, all of them)
  * and writes bench/results/<sections>.json; a number is the endurance section's write count.
  */
-const sections = ['requests', 'client', 'console', 'contention', 'fan-out', 'slow-readers', 'replicas', 'engine', 'endurance'] as const;
+const sections = [
+  'requests',
+  'client',
+  'console',
+  'contention',
+  'fan-out',
+  'slow-readers',
+  'replicas',
+  'claims',
+  'engine',
+  'endurance',
+] as const;
 const args = process.argv.slice(2);
 const asked = args.filter((arg) => !/^\d+$/.test(arg));
 for (const name of asked) {
@@ -152,6 +164,11 @@ async function main() {
     const replicas = await replicasSection(step);
     rows.push(...replicas.rows);
     results.replicas = replicas.result;
+  }
+  if (wanted('claims')) {
+    const claims = await claimsSection(step);
+    rows.push(...claims.rows);
+    results.claims = claims.result;
   }
   if (wanted('engine')) await engineSection(rows, results);
   if (wanted('endurance')) {
