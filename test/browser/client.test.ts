@@ -110,4 +110,47 @@ describeWithBrowser('runplane/client in Chromium', () => {
       }
     },
   );
+
+  test.each(['ws', 'sse'] as const)(
+    'withRun over %s in the page: fenced writes, and a cancellation from Node aborts its signal',
+    async (transport) => {
+      const runId = await newRun(api);
+      const page = await browser.context.newPage();
+      try {
+        await page.goto(new URL('/health', api.url).toString());
+        await page.addScriptTag({ content: bundle });
+        await page.evaluate(
+          ({ url, runId, transport }) => {
+            const { createRunplane } = (window as unknown as { RunplaneClient: typeof import('runplane/client') }).RunplaneClient;
+            const client = createRunplane({ url, transport });
+            const state: { steps: string[]; outcome?: string } = { steps: [] };
+            (window as unknown as { claimState: typeof state }).claimState = state;
+            client
+              .withRun({ runId, holder: 'browser', ttlSeconds: 30 }, async (run, signal) => {
+                state.steps.push((await run.append({ type: 'from.browser' })).__typename);
+                await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+                state.steps.push((await run.append({ type: 'too.late' })).__typename);
+              })
+              .then(
+                () => {
+                  state.outcome = 'returned';
+                },
+                (err) => {
+                  state.outcome = (err as { code?: string }).code ?? String(err);
+                },
+              );
+          },
+          { url: api.url, runId, transport },
+        );
+        const state = () => page.evaluate(() => (window as unknown as { claimState: { steps: string[]; outcome?: string } }).claimState);
+        await waitFor(async () => (await state()).steps.length === 1, { timeoutMs: 30_000, what: 'the page to hold the run and append' });
+        const cancelled = await api.gql(`mutation { cancelRun(input: { runId: "${runId}", reason: "from node" }) { __typename } }`);
+        expect(cancelled.data.cancelRun.__typename).toBe('Run');
+        await waitFor(async () => (await state()).outcome !== undefined, { timeoutMs: 30_000, what: 'the page to hear of it' });
+        expect(await state()).toEqual({ steps: ['Event', 'ClaimLost'], outcome: 'RUN_CANCELLED' });
+      } finally {
+        await page.close();
+      }
+    },
+  );
 });
