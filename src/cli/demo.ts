@@ -102,7 +102,9 @@ export async function runDemo(url: string, print: (line: string) => void = conso
   const first = await client.claimRun({ runId: claimedRun, holder: 'A', ttlSeconds: 1 });
   if (first.__typename !== 'RunClaim') throw new Error(`worker A could not claim run ${claimedRun}: ${first.__typename}`);
   const step = await client.appendEvent({ runId: claimedRun, type: 'model.responded', fencingToken: first.token });
-  print(`  ${t()} worker A claims run#${claimedRun} (token ${first.token}) and appends seq ${step.__typename === 'Event' ? step.seq : '?'}`);
+  print(
+    `  ${t()} worker A claims run#${claimedRun} (token ${first.token}) and appends seq ${step.__typename === 'Event' ? step.seq : '?'}`,
+  );
   print('  ... worker A dies; its claim is not renewed');
   const stallDeadline = Date.now() + 60_000;
   while ((await client.run(claimedRun, { consistent: true, first: 0 }))?.status !== 'STALLED') {

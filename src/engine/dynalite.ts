@@ -8,6 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import { EngineError, errors } from './errors.ts';
+import { keepingParses } from './parsed-expressions.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -84,6 +85,7 @@ interface DbModule {
 }
 
 interface ValidationsModule {
+  validateExpressions(data: Record<string, unknown>, expressions?: string[]): string | undefined;
   checkTypes(data: Record<string, unknown>, types: Record<string, unknown>): Record<string, unknown>;
   checkValidations(
     data: Record<string, unknown>,
@@ -102,6 +104,8 @@ type Action = (store: Store, data: Record<string, unknown>, cb: Callback<Record<
 
 export const dynaliteDb: DbModule = require('dynalite/db/index.js');
 const validations: ValidationsModule = require('dynalite/validations/index.js');
+// Every action's validation calls it through the module: parses are kept from here on.
+validations.validateExpressions = keepingParses(validations.validateExpressions);
 
 const actionNames = {
   BatchGetItem: 'batchGetItem',
