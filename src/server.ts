@@ -1,5 +1,6 @@
 /** Composition root: config -> engine (when embedded) -> table -> clients -> stores -> app. */
 
+import type { Plugin as EnvelopPlugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
 import type { Principal } from './domain/principal.ts';
 import { type Engine, startEngine } from './engine/index.ts';
@@ -52,6 +53,8 @@ export interface ServerOptions {
   log?: Logger;
   /** With replicas: sends to Redis in flight before changes are not sent (tests lower it). */
   maxSendsInFlight?: number;
+  /** envelop plugins after the server's own (tracing, metrics): they see every operation, over HTTP, SSE and WebSocket, and every subscription event. */
+  plugins?: EnvelopPlugin[];
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
@@ -139,6 +142,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers, documents, stalls: watcher.counts }),
       availabilityOf,
       sendBuffers,
+      plugins: options.plugins,
       ready: async () => {
         const answer = await tableReady();
         // Serving, but live delivery from the other replicas waits on the table until Redis is back.

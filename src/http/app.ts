@@ -6,6 +6,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { GraphQLSchema } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
 import type { Limits } from '../domain/limits.ts';
 import type { Principal } from '../domain/principal.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -56,6 +57,8 @@ export interface AppDeps {
   usageElsewhere?: UsageElsewhere;
   /** Which DynamoDB failures are worth retrying (the client is told so). */
   availabilityOf: AvailabilityOf;
+  /** envelop plugins after the server's own. */
+  plugins?: Plugin[];
 }
 
 export interface App extends AsyncDisposable {

@@ -4,14 +4,13 @@
  * subscriptions are admitted against the socket's and the tenant's caps and rate before the
  * document is parsed where possible; revoking the key closes the socket.
  */
-import type { Server } from 'node:http';
-import { type execute, GraphQLError, getOperationAST } from 'graphql';
+import type { IncomingMessage, Server } from 'node:http';
+import { type ExecutionArgs, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Logger } from '../lib/logger.ts';
 import type { Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
-import type { SendBudget } from '../streams/send-budget.ts';
 import type { Admission, ConnectionSlot, Release } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import type { BrowserPolicy } from './browsers.ts';
@@ -20,7 +19,7 @@ import { type CostRules, checkCost } from './cost.ts';
 import type { Mask } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
-import { subscribeOverSocket } from './socket-delivery.ts';
+import { deliverOverSocket } from './subscriptions/index.ts';
 import type { YogaServer } from './yoga.ts';
 
 /** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
@@ -47,7 +46,21 @@ export interface WebSocketDeps {
 interface SocketSession {
   connection: Served['connection'];
   slot: ConnectionSlot;
+  /** Each admitted subscription's place (caps per connection and tenant), by operation id, until it ends. */
+  places: Map<string, Release>;
 }
+
+/**
+ * The operation's envelope, as yoga's graphql-ws recipe hands it on: graphql-ws's execute and
+ * subscribe run the envelope's, so every envelop plugin sees WebSocket operations as it sees HTTP ones.
+ */
+interface EnvelopedRoot {
+  execute: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
+  subscribe: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
+}
+
+const isStream = (result: unknown): result is AsyncIterable<ExecutionResult> =>
+  typeof result === 'object' && result !== null && Symbol.asyncIterator in result;
 
 const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
 
@@ -74,7 +87,16 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     webSockets.handleUpgrade(req, socket, head, (ws) => webSockets.emit('connection', ws, req));
   });
 
-  const graphqlWs = useServer<Record<string, unknown>, { socket: WebSocket; request: import('node:http').IncomingMessage }>(
+  /** Gives operation `id`'s place back, once (graphql-ws may end an operation by more than one path). */
+  const giveBack = (socket: WebSocket, id: string) => {
+    const places = sessionsBySocket.get(socket)?.places;
+    const release = places?.get(id);
+    if (!release) return;
+    places?.delete(id);
+    release();
+  };
+
+  const graphqlWs = useServer<Record<string, unknown>, { socket: WebSocket; request: IncomingMessage }>(
     {
       connectionInitWaitTimeout: deps.connections.connectionInitTimeoutMs,
       onConnect: (ctx) => {
@@ -88,19 +110,40 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           return false;
         }
         const forget = sessions.track(principal.keyId, () => socket.close(4403, 'This API key was revoked'));
+        const address = ctx.extra.request.socket.remoteAddress ?? '';
+        const session: SocketSession = { connection: deps.newConnection('ws', address), slot: admission.slot(), places: new Map() };
+        sessionsBySocket.set(socket, session);
         socket.once('close', () => {
           connected();
           forget();
+          for (const id of [...session.places.keys()]) giveBack(socket, id);
         });
-        const address = ctx.extra.request.socket.remoteAddress ?? '';
-        sessionsBySocket.set(socket, { connection: deps.newConnection('ws', address), slot: admission.slot() });
         return true;
       },
-      execute: (args) => (args.rootValue as { execute: typeof execute }).execute(args),
-      subscribe: (args) => {
-        const root = args.rootValue as { socket: WebSocket; id: string; budget: SendBudget; release: Release };
-        return subscribeOverSocket(args, { ...root, mask: deps.mask });
+      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
+      subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args),
+      // A subscription's results are written by socket-frames.ts (one serialization for every
+      // subscriber sharing a result); graphql-ws keeps the operation through the handle it returns.
+      onOperation: (ctx, id, _payload, _args, result) => {
+        const socket = ctx.extra.socket;
+        const session = sessionsBySocket.get(socket);
+        const release = session?.places.get(id);
+        if (!session || !release || !isStream(result)) {
+          giveBack(socket, id);
+          return;
+        }
+        session.places.delete(id);
+        return deliverOverSocket(result, {
+          socket,
+          raw: ctx.extra.request.socket,
+          id,
+          mask: deps.mask,
+          budget: session.connection.budget,
+          release,
+        });
       },
+      onComplete: (ctx, id) => giveBack(ctx.extra.socket, id),
+      onError: (ctx, id) => giveBack(ctx.extra.socket, id),
       onSubscribe: async (ctx, id, payload) => {
         const socket = ctx.extra.socket;
         if (id.length > MAX_ID_LENGTH) {
@@ -140,21 +183,20 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
-        let release: Release = () => {};
         if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
           const admitted = admission.subscribe(principal.tenant, session.slot);
           if (admitted instanceof GraphQLError) return [admitted];
-          release = admitted;
+          session.places.set(id, admitted);
         }
         let contextValue: Context;
         try {
           contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
         } catch (err) {
-          release();
+          giveBack(socket, id);
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
-        const rootValue = { execute: enveloped.execute, socket, id, budget: session.connection.budget, release };
+        const rootValue: EnvelopedRoot = { execute: enveloped.execute, subscribe: enveloped.subscribe };
         return {
           schema: enveloped.schema,
           operationName: payload.operationName,

@@ -1,7 +1,7 @@
 /** graphql-yoga, set up once for HTTP, SSE and (through its envelope) graphql-ws: one context, one set of plugins. */
 import type { IncomingMessage } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
-import { createYoga } from 'graphql-yoga';
+import { createYoga, type Plugin } from 'graphql-yoga';
 import type { Principal } from '../domain/principal.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import type { Admission } from './admission.ts';
@@ -12,9 +12,8 @@ import type { Mask } from './errors.ts';
 import { guards } from './guards.ts';
 import { type Served, served, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
-import { sharedDelivery } from './shared-execution.ts';
-import { sseDelivery } from './sse.ts';
 import { sseAdmission } from './sse-admission.ts';
+import { sharedDelivery, sseDelivery } from './subscriptions/index.ts';
 
 export interface YogaOptions {
   schema: GraphQLSchema;
@@ -30,6 +29,8 @@ export interface YogaOptions {
   documents: DocumentCache;
   /** Whether a graceful stop began (SSE streams then end without `complete`). */
   stopping: () => boolean;
+  /** envelop plugins after the server's own (they see what clients are sent). */
+  plugins?: Plugin[];
 }
 
 export function createYogaServer(options: YogaOptions) {
@@ -67,6 +68,7 @@ export function createYogaServer(options: YogaOptions) {
       sseAdmission(options.admission, options.sessions, options.apiKeys) as never,
       sharedDelivery,
       sseDelivery(options.mask, options.stopping),
+      ...(options.plugins ?? []),
     ],
     logging: false,
   });

@@ -6,6 +6,15 @@ import { GraphQLError } from 'graphql';
 import type { Context } from './context.ts';
 import { codes } from './error-codes.ts';
 
+type Issue = { message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> };
+
+/** The refusal of invalid input: every issue, each named by the field it is about. */
+export const invalidInput = (issues: ReadonlyArray<Issue>) =>
+  new GraphQLError(
+    `Invalid input: ${issues.map((issue) => `${issue.path?.map((p) => String(typeof p === 'object' ? p.key : p)).join('.') || 'input'}: ${issue.message}`).join('; ')}`,
+    { extensions: { code: codes.badInput } },
+  );
+
 const capitalized = (name: string) => name.charAt(0).toUpperCase() + name.slice(1);
 
 export const builder = new SchemaBuilder<{
@@ -26,13 +35,7 @@ export const builder = new SchemaBuilder<{
     defaultUnionOptions: { name: ({ fieldName }) => `${capitalized(fieldName)}Result` },
   },
   relay: { clientMutationId: 'omit', cursorType: 'String', nodeQueryOptions: false, nodesQueryOptions: false },
-  validation: {
-    validationError: ({ issues }) =>
-      new GraphQLError(
-        `Invalid input: ${issues.map((issue) => `${issue.path?.map((p) => (typeof p === 'object' ? p.key : p)).join('.') || 'input'}: ${issue.message}`).join('; ')}`,
-        { extensions: { code: codes.badInput } },
-      ),
-  },
+  validation: { validationError: ({ issues }) => invalidInput(issues) },
 });
 
 builder.queryType({});

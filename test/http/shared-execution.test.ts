@@ -6,7 +6,7 @@
 import { execute, parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import type { DeliveredEvent, Lease } from '../../src/domain/run.ts';
-import { sharedExecution } from '../../src/http/shared-execution.ts';
+import { sharedExecution } from '../../src/http/subscriptions/shared-execution.ts';
 import { schema } from '../../src/schema/index.ts';
 
 const at = new Date('2026-11-30T12:00:00.000Z');

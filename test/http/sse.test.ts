@@ -5,7 +5,7 @@
  */
 import { createClient } from 'graphql-sse';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { streamEventId } from '../../src/http/sse.ts';
+import { streamEventId } from '../../src/http/subscriptions/sse.ts';
 import { uniqueName } from '../support/aws.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';

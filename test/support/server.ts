@@ -30,6 +30,8 @@ export interface TestServerOptions {
   /** An existing table (a second replica on the same table). */
   table?: string;
   poll?: ServerOptions['poll'];
+  /** envelop plugins after the server's own. */
+  plugins?: ServerOptions['plugins'];
   /** Stop it after the test file (default) or leave that to the test. */
   stopAfterAll?: boolean;
 }
@@ -37,7 +39,7 @@ export interface TestServerOptions {
 /** Starts a server (stopped after the test file unless told otherwise). */
 export async function startTestServer(options: TestServerOptions | Record<string, string> = {}): Promise<TestServer> {
   const opts: TestServerOptions =
-    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options
+    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options || 'plugins' in options
       ? options
       : { env: options as Record<string, string> };
   const table = opts.table ?? uniqueName('runplane');
@@ -55,6 +57,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
   });
   const server = await startServer(config, {
     poll: opts.poll,
+    plugins: opts.plugins,
     onClients: ({ dynamo }) =>
       dynamo.middlewareStack.add(
         (next, context) => (args) => {

@@ -5,6 +5,8 @@ import { waitFor } from './wait.ts';
 
 export interface Collected<T> {
   items: T[];
+  /** The `extensions` of each result that had data, in order (undefined where it had none). */
+  extensions: unknown[];
   errors: unknown[];
   /** The stream ended (for SSE: the response ended, with or without a `complete` event). */
   completed: boolean;
@@ -32,6 +34,7 @@ export function wsClient(httpUrl: string, options: { connectionParams?: Record<s
 function collector<T>(stop: () => void): Collected<T> {
   const collected: Collected<T> = {
     items: [],
+    extensions: [],
     errors: [],
     completed: false,
     completeReceived: false,
@@ -66,7 +69,10 @@ export function subscribeWs<T>(client: Client, query: string, variables: Record<
     {
       next: (result) => {
         if (result.errors) collected.errors.push(...result.errors);
-        else if (result.data) collected.items.push(result.data[field] as T);
+        else if (result.data) {
+          collected.items.push(result.data[field] as T);
+          collected.extensions.push(result.extensions);
+        }
       },
       error: (err) => {
         if (err && typeof err === 'object' && 'code' in err && typeof (err as { code: unknown }).code === 'number') {
@@ -118,9 +124,12 @@ export function subscribeSse<T>(
             .map((line) => line.slice(5).trim())
             .join('\n');
           if (!data) continue;
-          const result = JSON.parse(data) as { data?: Record<string, T>; errors?: unknown[] };
+          const result = JSON.parse(data) as { data?: Record<string, T>; errors?: unknown[]; extensions?: unknown };
           if (result.errors) collected.errors.push(...result.errors);
-          else if (result.data) collected.items.push(result.data[field] as T);
+          else if (result.data) {
+            collected.items.push(result.data[field] as T);
+            collected.extensions.push(result.extensions);
+          }
         }
       }
       collected.completed = true;

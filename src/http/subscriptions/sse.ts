@@ -8,9 +8,9 @@
 
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { DeliveredEvent, Lease } from '../domain/run.ts';
-import type { Context } from '../schema/context.ts';
-import type { Mask } from './errors.ts';
+import type { DeliveredEvent, Lease } from '../../domain/run.ts';
+import type { Context } from '../../schema/context.ts';
+import type { Mask } from '../errors.ts';
 import { resultJson, sourceOf } from './shared-execution.ts';
 
 /** A comment line now and then keeps proxies from closing a quiet stream. */

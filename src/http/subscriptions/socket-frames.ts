@@ -1,27 +1,34 @@
 /**
- * Subscriptions over WebSocket, fed straight from their source to the socket: each event is
- * executed once for every subscriber asking alike (shared-delivery.ts), serialized once, and
- * written as the `next` frame graphql-ws would write, without the per-result layers of
- * envelop and graphql-ws between. graphql-ws still owns the operation: it gets an iterator
- * that yields nothing and ends when the source ends, so `complete`, unsubscribe (`return()`)
- * and close work as before; a failure is thrown to it masked, as yoga would mask it.
+ * The one place Runplane writes graphql-ws frames itself. graphql-ws serializes every `next`
+ * message for every subscriber on its own (`JSON.stringify` of the whole message, a promise per
+ * send); a result that a thousand subscribers share is serialized once instead (resultJson) and
+ * written here as the frame graphql-ws would write, `{"id":…,"type":"next","payload":…}`.
+ *
+ * graphql-ws still owns the operation: its `onOperation` hook (websocket.ts) hands it the
+ * iterator returned here, which yields nothing and ends when the results end, so `complete`,
+ * unsubscribe (`return()`) and close work as graphql-ws defines them. A failure is thrown to it
+ * masked, and it sends the `error` frame. test/http/socket-frames.test.ts fails if graphql-ws
+ * changes the frame it writes or how it ends an operation.
  *
  * Every frame holds its size in the connection's send budget until the socket has taken it;
  * while the budget is full the feeds of the socket hand over nothing more, so a client that
  * stops reading costs the budget and no more (its feeds read on from the table later).
  */
-import { createSourceEventStream, type ExecutionArgs, GraphQLError } from 'graphql';
+import type { Socket } from 'node:net';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
-import type { SendBudget } from '../streams/send-budget.ts';
-import type { Mask } from './errors.ts';
-import { resultJson, sharedExecution } from './shared-execution.ts';
+import type { SendBudget } from '../../streams/send-budget.ts';
+import type { Mask } from '../errors.ts';
+import { resultJson } from './shared-execution.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
+/** The `next` frame of operation `id` for a result serialized as `json`. */
+export const nextFrame = (id: string, json: string) => `{"id":${JSON.stringify(id)},"type":"next","payload":${json}}`;
+
 /** Write a burst of frames with one write: a reader that fell behind catches up in fewer, larger writes. */
-function corked(socket: WebSocket) {
-  const raw = (socket as unknown as { _socket?: { cork(): void; uncork(): void; writableCorked: number } })._socket;
-  if (raw && raw.writableCorked === 0) {
+function corked(raw: Socket) {
+  if (raw.writableCorked === 0) {
     raw.cork();
     process.nextTick(() => raw.uncork());
   }
@@ -29,6 +36,8 @@ function corked(socket: WebSocket) {
 
 export interface SocketSubscription {
   socket: WebSocket;
+  /** The TCP socket under it (the upgraded request's), corked around bursts. */
+  raw: Socket;
   id: string;
   mask: Mask;
   budget: SendBudget;
@@ -36,21 +45,12 @@ export interface SocketSubscription {
   release: () => void;
 }
 
-export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mask, budget, release }: SocketSubscription) {
-  let stream: Awaited<ReturnType<typeof createSourceEventStream>>;
-  try {
-    stream = await createSourceEventStream(args);
-  } catch (err) {
-    release();
-    return { errors: [mask(err, UNEXPECTED) as GraphQLError] };
-  }
-  if (!(Symbol.asyncIterator in stream)) {
-    release();
-    return { errors: stream.errors?.map((error) => mask(error, UNEXPECTED) as GraphQLError) };
-  }
-  const source = stream[Symbol.asyncIterator]();
-  const execute = sharedExecution(args);
-  const prefix = `{"id":${JSON.stringify(id)},"type":"next","payload":`;
+/** Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's handle on it. */
+export function deliverOverSocket(
+  results: AsyncIterable<ExecutionResult>,
+  { socket, raw, id, mask, budget, release }: SocketSubscription,
+): AsyncIterableIterator<never> {
+  const source = results[Symbol.asyncIterator]();
   const open = () => socket.readyState === socket.OPEN;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
@@ -59,13 +59,11 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
       for (;;) {
         // The feed hands over an event only while the budget has room for it (the frames below hold it).
         const item = await source.next();
-        if (item.done) break;
-        const result = await execute(item.value);
-        if (stopped || !open()) break;
-        const frame = `${prefix}${resultJson(result, mask)}}`;
+        if (item.done || stopped || !open()) break;
+        const frame = nextFrame(id, resultJson(item.value, mask));
         const bytes = frame.length;
         budget.hold(bytes);
-        corked(socket);
+        corked(raw);
         socket.send(frame, () => budget.release(bytes));
       }
     } catch (err) {
@@ -87,7 +85,7 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
   };
   // Hand-written, not a Repeater: graphql-ws may call return() before ever calling next(), and a
   // Repeater that has not started would not pass that on; delivery must stop all the same.
-  const silent: AsyncIterableIterator<never> = {
+  const handle: AsyncIterableIterator<never> = {
     next: () => delivered.then(() => ({ done: true as const, value: undefined as never })),
     return: stop,
     async throw(err: unknown) {
@@ -95,8 +93,8 @@ export async function subscribeOverSocket(args: ExecutionArgs, { socket, id, mas
       throw err;
     },
     [Symbol.asyncIterator]() {
-      return silent;
+      return handle;
     },
   };
-  return silent;
+  return handle;
 }

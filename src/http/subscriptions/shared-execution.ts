@@ -7,9 +7,9 @@
 
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
-import { attached } from '../lib/attached.ts';
-import type { Context } from '../schema/context.ts';
-import type { Mask } from './errors.ts';
+import { attached } from '../../lib/attached.ts';
+import type { Context } from '../../schema/context.ts';
+import type { Mask } from '../errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 
