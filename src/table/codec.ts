@@ -208,3 +208,16 @@ export const stored = {
   },
   budget: (value: unknown): Budget => value as Budget,
 };
+
+type StoredKind = keyof typeof stored;
+const isStoredKind = (key: string): key is StoredKind => Object.hasOwn(stored, key);
+
+/**
+ * A stored result made of such values under their kinds' names (`{ run, event, claim }`): each
+ * read back as its kind, absent and null ones left so.
+ */
+export function storedResult<T extends Partial<Record<StoredKind, unknown>>>(value: unknown): T {
+  const result: Record<string, unknown> = { ...(value as object) };
+  for (const [key, field] of Object.entries(result)) if (isStoredKind(key) && field != null) result[key] = stored[key](field);
+  return result as T;
+}

@@ -1,14 +1,19 @@
 /**
- * Appends one at a time: at exactly the seq asked for (refused if it is taken or would leave a
- * gap), or at the next free seq (moving on past seqs other writers took).
+ * The append path: at exactly the seq asked for (refused if it is taken or would leave a gap),
+ * or at the next free seqs, alone or in a group commit's batch, through one loop that moves on
+ * past seqs other writers took.
  */
-import { ContentionExceeded, SequenceConflict } from '../../domain/errors.ts';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import { ContentionExceeded, InvalidInput, SequenceConflict } from '../../domain/errors.ts';
 import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
+import { marshallOptions } from '../../table/client.ts';
+import { attr, storable } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { TransactItem } from '../write.ts';
+import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Positions } from './position.ts';
-import { type AppendCounters, MAX_APPEND_ATTEMPTS, putEvent } from './writes.ts';
+import { type AppendCounters, type EventWriteOptions, MAX_APPEND_ATTEMPTS, putEvents } from './writes.ts';
 
 export interface AppendEvent {
   tenant: string;
@@ -26,13 +31,47 @@ export interface AppendEvent {
 /** The idempotency claim for the event about to be written, in the same transaction. */
 export type EventClaim = (event: RunEvent) => TransactItem;
 
+/** What an append is before it has a seq. */
+type Unplaced = Pick<RunEvent, 'type' | 'payload' | 'createdAt'>;
+
+/** Room in an item beside the payload's JSON (keys, type, timestamps), for sizing a batch. */
+const ITEM_OVERHEAD_BYTES = 512;
+
 export function createAppends(deps: StoreDeps, positions: Positions, counters: AppendCounters) {
-  const eventAt = ({ runId, type, payload }: AppendEvent, seq: number): RunEvent => ({ runId, seq, type, payload, createdAt: deps.now() });
-  const written = (event: RunEvent, tenant: string) => {
-    counters.appends++;
-    positions.remember(tenant, event.runId, event.seq);
-    return event;
+  const placed = (runId: string, appends: readonly Unplaced[], first: number): RunEvent[] =>
+    appends.map(({ type, payload, createdAt }, i) => ({ runId, seq: first + i, type, payload, createdAt }));
+
+  const written = (tenant: string, events: RunEvent[]) => {
+    counters.appends += events.length;
+    if (events.length > 1) counters.batches++;
+    positions.remember(tenant, (events[0] as RunEvent).runId, (events.at(-1) as RunEvent).seq);
+    return events;
   };
+
+  /**
+   * Writes `appends` at the next free seqs, all together; after a collision with another
+   * writer, again after the seq it took (and now and then after the run's end, read again).
+   * @throws ContentionExceeded when other writers kept taking the next seqs
+   */
+  async function atNextFree(
+    tenant: string,
+    runId: string,
+    appends: readonly Unplaced[],
+    options: Omit<EventWriteOptions, 'claim'> & { claim?: EventClaim } = {},
+  ): Promise<RunEvent[]> {
+    let next = await positions.nextSeq(tenant, runId);
+    // No waiting between tries: a taken seq means the next one is likely free.
+    for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
+      if (next + appends.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
+      const events = placed(runId, appends, next);
+      const claim = options.claim?.(events[0] as RunEvent);
+      if (await putEvents(deps, tenant, events, { ...options, claim })) return written(tenant, events);
+      counters.conflicts++;
+      // A lone event moves on by one; a batch after the run's new end (some of its seqs are taken).
+      next = appends.length === 1 && attempt % 8 !== 0 ? next + 1 : (await positions.lastSeq(tenant, runId)) + 1;
+    }
+    throw new ContentionExceeded(runId);
+  }
 
   /** @throws SequenceConflict when `seq` is taken or would leave a gap */
   async function at(input: AppendEvent, seq: number, claim?: EventClaim) {
@@ -42,27 +81,36 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
       const last = await positions.lastSeq(tenant, runId);
       if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
     }
-    const event = eventAt(input, seq);
-    if (await putEvent(deps, tenant, event, input.cost, claim?.(event), input.fencingToken)) return written(event, tenant);
+    const [event] = placed(runId, [{ ...input, createdAt: deps.now() }], seq) as [RunEvent];
+    if (await putEvents(deps, tenant, [event], { cost: input.cost, claim: claim?.(event), fencingToken: input.fencingToken }))
+      return written(tenant, [event])[0] as RunEvent;
     counters.conflicts++;
     throw new SequenceConflict(runId, seq, await positions.lastSeq(tenant, runId));
   }
 
-  /** @throws ContentionExceeded when other writers kept taking the next seq */
-  async function next(input: AppendEvent, claim?: EventClaim) {
-    const { tenant, runId } = input;
-    let seq = await positions.nextSeq(tenant, runId);
-    // No waiting between tries: a taken seq means the next one is likely free.
-    for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
-      if (seq > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
-      const event = eventAt(input, seq);
-      if (await putEvent(deps, tenant, event, input.cost, claim?.(event), input.fencingToken)) return written(event, tenant);
-      counters.conflicts++;
-      // Another writer took it: try the next one, and now and then re-read where the run is.
-      seq = attempt % 8 === 0 ? (await positions.lastSeq(tenant, runId)) + 1 : seq + 1;
-    }
-    throw new ContentionExceeded(runId);
-  }
+  /** One append at the next free seq, with its cost and idempotency claim. */
+  const next = async (input: AppendEvent, claim?: EventClaim) =>
+    (await atNextFree(input.tenant, input.runId, [{ ...input, createdAt: deps.now() }], { ...input, claim }))[0] as RunEvent;
 
-  return { at, next };
+  /** Plain appends to one run in this process, written in groups (fenced ones grouped by their token). */
+  const grouped = createGroupCommit({
+    commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) => atNextFree(tenant, runId, batch, { fencingToken }),
+    // Only an error that proves nothing was written sends a batch back one append at a time: after
+    // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
+    alone: (err) => err instanceof InvalidInput || (err as Error)?.name === 'ValidationException',
+    measure: (_type, payload) => {
+      // Marshalled here, alone: a payload the SDK cannot take fails this append, not its batch.
+      try {
+        marshall({ [attr.payload]: storable(payload) }, marshallOptions);
+      } catch (err) {
+        throw new InvalidInput('input.payload', `cannot be stored: ${(err as Error).message}`);
+      }
+      return ITEM_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(payload ?? null));
+    },
+  });
+
+  const batched = (input: AppendEvent) =>
+    grouped.append(input.tenant, input.runId, input.type, input.payload, deps.now(), input.fencingToken);
+
+  return { at, next, batched };
 }

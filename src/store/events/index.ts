@@ -3,10 +3,10 @@
  * the put and the budget charge are one transaction (both or neither).
  */
 import type { RunEvent } from '../../domain/run.ts';
+import { stored } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { type AppendEvent, createAppends, type EventClaim } from './append.ts';
-import { createBatchedAppends } from './batch.ts';
 import { type EventPageQuery, pageEvents } from './page.ts';
 import { createPositions } from './position.ts';
 import type { AppendCounters } from './writes.ts';
@@ -18,14 +18,13 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
   const counters: AppendCounters = { appends: 0, conflicts: 0, batches: 0 };
   const positions = createPositions(deps);
   const appends = createAppends(deps, positions, counters);
-  const batched = deps.groupCommit === false ? undefined : createBatchedAppends(deps, positions, counters);
+  const grouped = deps.groupCommit !== false;
 
   async function appendOnce(input: AppendEvent, claim?: EventClaim) {
-    const { tenant, runId, type, payload, seq, cost, fencingToken } = input;
-    await positions.ensureRun(tenant, runId);
-    if (seq !== undefined) return appends.at(input, seq, claim);
+    await positions.ensureRun(input.tenant, input.runId);
+    if (input.seq !== undefined) return appends.at(input, input.seq, claim);
     // Appends at the next seq are written in groups (fenced ones by their token): no race for the same seq in this process.
-    if (batched && cost === undefined && !claim) return batched.append(tenant, runId, type, payload, deps.now(), fencingToken);
+    if (grouped && input.cost === undefined && !claim) return appends.batched(input);
     return appends.next(input, claim);
   }
 
@@ -45,10 +44,7 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
       return idempotency.once<RunEvent>(idem, {
         perform: (claim) => appendOnce(input, claim),
         encode: (event) => event,
-        decode: (stored) => {
-          const event = stored as RunEvent;
-          return { ...event, createdAt: new Date(event.createdAt as unknown as string) };
-        },
+        decode: stored.event,
       });
     },
 

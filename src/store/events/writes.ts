@@ -33,26 +33,30 @@ function eventPut(tableName: string, tenant: string, event: RunEvent, writeId: s
 const fenceOf = (tableName: string, tenant: string, event: RunEvent, token: number | undefined) =>
   token === undefined ? [] : [fence(tableName, tenant, event.runId, token, event.createdAt.getTime())];
 
+/** What an append writes beside its events: a cost charged, an idempotency claim, a claim's fence. Only the first two need a lone event. */
+export interface EventWriteOptions {
+  cost?: number;
+  claim?: TransactItem;
+  fencingToken?: number;
+}
+
 /**
- * Writes the event if its seq is free (with its cost, after a claim, fenced by a claim's
- * token); false if another writer has it.
+ * Writes events at their seqs, all or none, if every seq is free (with a lone event's cost and
+ * idempotency claim in the same transaction; fenced once for all of them by a claim's token);
+ * false if another writer has one of the seqs.
  * @throws BudgetExceeded or RunNotFound when the cost's charge is refused (nothing is written)
  * @throws ClaimLost when fenced by a token that is not the run's live claim (nothing is written)
- * @throws InvalidInput when the event is too large for one item
+ * @throws InvalidInput when an event is too large for one item
  */
-export async function putEvent(
-  { doc, tableName }: StoreDeps,
-  tenant: string,
-  event: RunEvent,
-  cost: number | undefined,
-  claim?: TransactItem,
-  fencingToken?: number,
-) {
-  const writeId = randomUUID();
-  const charge = { tenant, runId: event.runId, amount: cost ?? 0 };
-  const writes: Write[] = [eventPut(tableName, tenant, event, writeId)];
-  if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, event.createdAt, writeId) });
-  writes.push(...fenceOf(tableName, tenant, event, fencingToken));
+export async function putEvents({ doc, tableName }: StoreDeps, tenant: string, events: RunEvent[], options: EventWriteOptions = {}) {
+  const { cost, claim, fencingToken } = options;
+  const first = events[0] as RunEvent;
+  if (events.length > 1 && (cost !== undefined || claim)) throw new Error('a cost or an idempotency claim goes with one event alone');
+  const writeIds = events.map(() => randomUUID());
+  const writes: Write[] = events.map((event, i) => eventPut(tableName, tenant, event, writeIds[i] as string));
+  const charge = { tenant, runId: first.runId, amount: cost ?? 0 };
+  if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
+  writes.push(...fenceOf(tableName, tenant, first, fencingToken));
   try {
     await write(doc, writes, claim);
     return true;
@@ -60,29 +64,9 @@ export async function putEvent(
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
     if (!(err instanceof ConditionFailed)) throw err;
     if (fencingToken !== undefined && err.index === writes.length - 1)
-      throw new ClaimLost(event.runId, toClaim(err.item), event.createdAt.getTime());
-    if (err.index === 1) throw chargeRefusal(charge, err.item);
+      throw new ClaimLost(first.runId, toClaim(err.item), first.createdAt.getTime());
+    if (cost !== undefined && err.index === 1) throw chargeRefusal(charge, err.item);
     // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
-    return err.item?.[attr.writeId] === writeId;
-  }
-}
-
-/**
- * Writes events at consecutive seqs in one transaction (fenced once for all of them): all of
- * them, or none if any seq is taken (then false).
- * @throws ClaimLost when fenced by a token that is not the run's live claim
- */
-export async function putBatch({ doc, tableName }: StoreDeps, tenant: string, events: RunEvent[], fencingToken?: number) {
-  const first = events[0] as RunEvent;
-  try {
-    await write(doc, [
-      ...events.map((event) => eventPut(tableName, tenant, event, randomUUID())),
-      ...fenceOf(tableName, tenant, first, fencingToken),
-    ]);
-    return true;
-  } catch (err) {
-    if (!(err instanceof ConditionFailed)) throw err;
-    if (err.index === events.length) throw new ClaimLost(first.runId, toClaim(err.item), first.createdAt.getTime());
-    return false;
+    return events.length === 1 && err.item?.[attr.writeId] === writeIds[0];
   }
 }

@@ -5,7 +5,7 @@
  */
 import { ClaimLost, StatusConflict } from '../../domain/errors.ts';
 import type { Run, RunEvent, RunStatus, ServerEventType } from '../../domain/run.ts';
-import { stored, toClaim } from '../../table/codec.ts';
+import { storedResult, toClaim } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { claimEnd, fence } from './claim-writes.ts';
@@ -69,10 +69,7 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
       return idempotency.once<ApprovalResult>(idem, {
         perform: (claim) => step(input, claim),
         encode: ({ run, event }) => ({ run, event }),
-        decode: (value) => {
-          const { run, event } = value as { run: unknown; event: unknown };
-          return { run: stored.run(run), event: stored.event(event) };
-        },
+        decode: storedResult<ApprovalResult>,
       });
     },
   };

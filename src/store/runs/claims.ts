@@ -9,7 +9,7 @@ import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { claimLiveAt, releaseClaim, renewClaim, takeClaim } from '../../domain/claim.ts';
 import { ClaimLost, RunHeld, RunNotFound, StatusConflict } from '../../domain/errors.ts';
 import { isTerminal, type Run, type RunClaim, type RunEvent, stallable } from '../../domain/run.ts';
-import { attr, stored, toClaim, toRun } from '../../table/codec.ts';
+import { attr, storedResult, toClaim, toRun } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
 import { CLAIM_INDEX_SHARDS, keys, parseRunPartition } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
@@ -160,10 +160,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       return idempotency.once<Claimed>(idem, {
         perform: (claim) => claimOnce(input, claim),
         encode: (claimed) => claimed,
-        decode: (value) => {
-          const { claim, run, event } = value as { claim: unknown; run?: unknown; event?: unknown };
-          return { claim: stored.claim(claim), run: run ? stored.run(run) : undefined, event: event ? stored.event(event) : undefined };
-        },
+        decode: storedResult<Claimed>,
       });
     },
 
@@ -209,10 +206,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       return idempotency.once<RunStepped>(idem, {
         perform: (claim) => stepped(claim && ((r) => claim({ run: r.run, event: r.event, claim: r.extra }))),
         encode: (result) => result,
-        decode: (value) => {
-          const { run, event, claim } = value as { run: unknown; event: unknown; claim: unknown };
-          return { run: stored.run(run), event: stored.event(event), claim: claim ? stored.claim(claim) : null };
-        },
+        decode: storedResult<RunStepped>,
       });
     },
 

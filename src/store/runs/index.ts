@@ -1,5 +1,6 @@
 /** Runs: created with their budget in one transaction, read with budget and first events in one Query. */
-import type { Budget, Run } from '../../domain/run.ts';
+import type { Run } from '../../domain/run.ts';
+import { stored, storedResult } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { type ApprovalStep, createApprovals } from './approval.ts';
@@ -17,11 +18,6 @@ export type { RunSnapshot } from './read.ts';
 export type { Transition } from './transition.ts';
 
 /** Dates come back from an idempotency record as strings. */
-const dates = <T extends { createdAt: unknown; updatedAt: unknown }>(value: T) => ({
-  ...value,
-  createdAt: new Date(value.createdAt as string),
-  updatedAt: new Date(value.updatedAt as string),
-});
 
 export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSeq: (tenant: string, runId: string) => Promise<number>) {
   const reads = createRunReads(deps);
@@ -69,10 +65,7 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSe
       return idempotency.once<RunCreated>(idem, {
         perform: (claim) => createRun(deps, input, claim),
         encode: (created) => created,
-        decode: (stored) => {
-          const { run, budget } = stored as { run: Run; budget: Budget };
-          return { run: dates(run), budget };
-        },
+        decode: storedResult<RunCreated>,
       });
     },
 
@@ -92,7 +85,7 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSe
         perform: (claim) => transitionOnce(input, claim()),
         readResult: () => reads.current(input.tenant, input.runId),
         encode: (run) => run,
-        decode: (stored) => dates(stored as Run),
+        decode: stored.run,
       });
     },
   };
