@@ -2,6 +2,7 @@
 
 import type { Plugin as EnvelopPlugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
+import type { Change } from './domain/change.ts';
 import type { Principal } from './domain/principal.ts';
 import { type Engine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
@@ -14,7 +15,6 @@ import { schema } from './schema/index.ts';
 import { responseBudget } from './schema/response-budget.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
-import { withFastPath } from './streams/fast-path.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { StallWatcher } from './streams/stall-watcher.ts';
 import { type Clients, createClients } from './table/client.ts';
@@ -31,7 +31,7 @@ export interface RunningServer extends AsyncDisposable {
   dynamodbEndpoint: string | undefined;
   engine: Engine | undefined;
   live: Live;
-  /** The stores without the fast path (tests wait on their background work). */
+  /** The stores (their writes publish to subscribers as they land; tests wait on their background work). */
   stores: Stores;
   /** Finds claimed runs whose claim ran out (one replica watches at a time). */
   watcher: StallWatcher;
@@ -82,12 +82,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       retention: config.retention,
       groupCommit: config.groupCommit,
       log,
+      // Every write's changes reach this server's subscribers (and the other replicas') as it lands.
+      publish: (change: Change) => live?.publish(change),
     };
-    const raw = createStores(storeDeps);
+    const stores = createStores(storeDeps);
     live = await startLive({
       clients,
       tableName: config.table,
-      stores: raw,
+      stores,
       poll: options.poll,
       log,
       gapWaitMs: config.gapWaitMs,
@@ -98,8 +100,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         maxSendsInFlight: options.maxSendsInFlight,
       },
     });
-    const stores = withFastPath(raw, live.publish);
-    // One watcher per table finds the claimed runs whose worker is gone (through the fast path: subscribers hear of it at once).
+    // One watcher per table finds the claimed runs whose worker is gone (its writes publish: subscribers hear of it at once).
     const watcher = new StallWatcher({
       runs: stores.runs,
       leases: createShardLeases(storeDeps),
@@ -139,7 +140,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       limits: config.limits,
       connections: config.connections,
       log,
-      metrics: metricsOf({ appends: raw.events.counters, live, sendBuffers, documents, stalls: watcher.counts }),
+      metrics: metricsOf({ appends: stores.events.counters, live, sendBuffers, documents, stalls: watcher.counts }),
       availabilityOf,
       sendBuffers,
       plugins: options.plugins,
@@ -161,7 +162,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         feeds.endSubscriptions();
         await app.stop();
         await watcher.stop();
-        await raw.runs.settled();
+        await stores.runs.settled();
         await feeds.stop();
         clients.destroy();
         await engine?.close();
@@ -174,7 +175,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       dynamodbEndpoint: engine?.endpoint ?? config.dynamodb.endpoint,
       engine,
       live,
-      stores: raw,
+      stores,
       watcher,
       clients,
       tableCreated,

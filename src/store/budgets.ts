@@ -45,7 +45,8 @@ export function chargeRefusal(charge: Charge, found: Record<string, unknown> | u
   return found ? new BudgetExceeded(toBudget(found), charge.amount) : new RunNotFound(charge.runId);
 }
 
-export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotency: Idempotency) {
+export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
+  const { doc, tableName, now } = deps;
   const get = async (tenant: string, runId: string, consistent = false): Promise<Budget | null> => {
     const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }));
     return Item ? toBudget(Item) : null;
@@ -58,7 +59,7 @@ export function createBudgetStore({ doc, tableName, now }: StoreDeps, idempotenc
     const writes: Write[] = [{ Update: chargeUpdate(tableName, charge, at, chargeId) }];
     if (charge.fencingToken !== undefined) writes.push(fence(tableName, charge.tenant, charge.runId, charge.fencingToken, at.getTime()));
     try {
-      return await write(doc, writes, claim);
+      return await write(deps, writes, claim);
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
       if (err.index === 1) throw new ClaimLost(charge.runId, toClaim(err.item), at.getTime());

@@ -1,4 +1,5 @@
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Change } from '../domain/change.ts';
 import type { Logger } from '../lib/logger.ts';
 
 /** What every store is built from. */
@@ -12,6 +13,11 @@ export interface StoreDeps {
   groupCommit?: boolean;
   /** Where failures of background work go (default: consoleLogger); the server hands in its own. */
   log?: Logger;
+  /**
+   * Where each change a write made goes as it lands (the server's subscribers, and with replicas
+   * the others'), before the stream brings it. Absent: subscribers learn of it from the stream.
+   */
+  publish?: (change: Change) => void;
 }
 
 /** How long rows stay before TTL removes them (reads treat them as absent from expiry on). */

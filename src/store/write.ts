@@ -2,12 +2,19 @@
  * One conditional write, alone or in a transaction after an idempotency claim. Either
  * way, a failed condition comes back as ConditionFailed carrying the item the write found
  * (ReturnValuesOnConditionCheckFailure), for the store to turn into its domain refusal.
+ *
+ * Every write is published as it lands: each row it wrote that subscribers watch goes out as
+ * its change (table/changes.ts, the decoding the stream's records go through too), at once,
+ * before the stream brings it. A put's row is known; an update alone returns its row; the rows
+ * a transaction updated are read back (one strongly consistent BatchGet) and published then.
  */
-import { PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { type Backoff, retrying } from '../lib/backoff.ts';
+import { changeOfRow, isWatched } from '../table/changes.ts';
 import type { Item } from '../table/codec.ts';
 import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
 import { isTransactionConflict } from '../table/failures.ts';
+import type { StoreDeps } from './deps.ts';
 import { ClaimTaken } from './idempotency.ts';
 
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
@@ -29,7 +36,8 @@ export class ConditionFailed extends Error {
   }
 }
 
-type Doc = { send: (command: never) => Promise<unknown> };
+/** What a write needs: the table's client, and where the changes it made go. */
+type WriteDeps = Pick<StoreDeps, 'doc' | 'publish'>;
 
 /** Tries of a write that other transactions kept holding, before the conflict reaches the caller. */
 const CONFLICT_ATTEMPTS = 6;
@@ -47,13 +55,15 @@ const retryConflicts = <T>(send: () => Promise<T>) =>
  * @returns the item after the write (updates alone); undefined in a transaction
  * @throws ConditionFailed, or ClaimTaken when the idempotency claim lost
  */
-export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Promise<Item | undefined> {
+export async function write(deps: WriteDeps, writes: Write[], claim?: TransactItem): Promise<Item | undefined> {
+  const doc = deps.doc as unknown as { send: (command: never) => Promise<unknown> };
   const failOnOld = <W extends Put | Update | Check>(w: W) => ({ ...w, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const });
   const only = writes[0];
   if (!claim && writes.length === 1 && only && !('ConditionCheck' in only)) {
     try {
       if ('Put' in only) {
         await retryConflicts(() => doc.send(new PutCommand(failOnOld(only.Put)) as never));
+        publishRows(deps, [only.Put.Item as Item]);
         return undefined;
       }
       const result = (await retryConflicts(() =>
@@ -61,6 +71,7 @@ export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Pr
       )) as {
         Attributes?: Item;
       };
+      if (result.Attributes) publishRows(deps, [result.Attributes]);
       return result.Attributes;
     } catch (err) {
       if (isConditionalCheckFailed(err)) throw new ConditionFailed(0, oldItem(err));
@@ -80,6 +91,7 @@ export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Pr
   try {
     // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
     await retryConflicts(() => doc.send(new TransactWriteCommand({ TransactItems: items }) as never));
+    publishTransaction(deps, writes);
     return undefined;
   } catch (err) {
     if (!isTransactionCanceled(err)) throw err;
@@ -89,6 +101,41 @@ export async function write(doc: Doc, writes: Write[], claim?: TransactItem): Pr
     const failed = reasons.findIndex((r, i) => i >= offset && r.conditionFailed);
     if (failed >= 0) throw new ConditionFailed(failed - offset, reasons[failed]?.item);
     throw err;
+  }
+}
+
+/** Publishes the changes of rows just written. */
+function publishRows({ publish }: WriteDeps, rows: Item[]) {
+  if (!publish) return;
+  for (const row of rows) {
+    const change = changeOfRow(row);
+    if (change) publish(change);
+  }
+}
+
+/** A transaction's puts at once, the watched rows it updated once read back (they are not returned). */
+function publishTransaction(deps: WriteDeps, writes: Write[]) {
+  if (!deps.publish) return;
+  const puts: Item[] = [];
+  const updated: { TableName: string; Key: Item }[] = [];
+  for (const w of writes) {
+    if ('Put' in w) puts.push(w.Put.Item as Item);
+    else if ('Update' in w && isWatched(String(w.Update.Key?.pk), String(w.Update.Key?.sk)))
+      updated.push({ TableName: w.Update.TableName as string, Key: w.Update.Key as Item });
+  }
+  publishRows(deps, puts);
+  if (updated.length > 0) void readBack(deps, updated);
+}
+
+async function readBack(deps: WriteDeps, updated: { TableName: string; Key: Item }[]) {
+  const tableName = (updated[0] as { TableName: string }).TableName;
+  try {
+    const { Responses } = await deps.doc.send(
+      new BatchGetCommand({ RequestItems: { [tableName]: { Keys: updated.map((u) => u.Key), ConsistentRead: true } } }),
+    );
+    publishRows(deps, (Responses?.[tableName] ?? []) as Item[]);
+  } catch {
+    // Published late, not lost: the stream brings the same rows a moment later.
   }
 }
 

@@ -124,6 +124,20 @@ export function storable(value: unknown): unknown {
   return asMap ? new Map(keys.map((key, i) => [key, stored[i]])) : value;
 }
 
+/**
+ * A value as `storable` left it, back as the JSON value it was (Maps as objects): what the rows
+ * this server just wrote hold before the SDK has stored them. A plain object is never a copy
+ * (storable hands back the original unless a child changed), so only Maps and arrays are walked.
+ */
+export function fromStorable(value: unknown): unknown {
+  if (value instanceof Map) return Object.fromEntries([...value].map(([key, child]) => [key, fromStorable(child)]));
+  if (Array.isArray(value)) {
+    const plain = value.map(fromStorable);
+    return plain.some((child, i) => child !== value[i]) ? plain : value;
+  }
+  return value;
+}
+
 export function eventItem(tenant: string, event: RunEvent, writeId: string): Item {
   return {
     ...keys.event(tenant, event.runId, event.seq),
@@ -142,7 +156,7 @@ export function toEvent(item: Item): RunEvent {
     runId: runIdOf(item),
     seq: seqOfSk(String(item.sk)) ?? Number(item[attr.seq]),
     type: String(item[attr.type] ?? ''),
-    payload: item[attr.payload] ?? null,
+    payload: fromStorable(item[attr.payload] ?? null),
     createdAt: date(item[attr.createdAt]),
   };
 }

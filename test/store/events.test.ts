@@ -51,4 +51,27 @@ describe('hints on the store clock', () => {
     expect(await append()).toBe(5);
     expect(stores.events.counters.conflicts).toBe(conflicts);
   });
+
+  test.each([
+    ['plain (group commit)', {}],
+    ['with a cost', { cost: 1 }],
+    ['with an idempotency key', { idem: true }],
+  ])("%s: after a collision the append goes after the run's end, never into a hole another writer left", async (_, how) => {
+    const { stores, clients, table } = await storesOnFreshTable();
+    const runId = await newStoredRun(stores);
+    const direct = (seq: number) =>
+      clients.doc.send(
+        new PutCommand({
+          TableName: table,
+          Item: eventItem(TENANT, { runId, seq, type: 'direct', payload: null, createdAt: new Date() }, 'other'),
+        }),
+      );
+    expect((await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: null })).seq).toBe(1);
+    // Another writer took 2 and 4 and left 3 free: the hint (1) leads to 2, taken.
+    await direct(2);
+    await direct(4);
+    const input = { tenant: TENANT, runId, type: 'step', payload: null, ...('cost' in how ? { cost: how.cost } : {}) };
+    const idem = 'idem' in how ? { tenant: TENANT, key: 'append-after-hole', operation: 'appendEvent', request: input } : undefined;
+    expect((await stores.events.append(input, idem)).seq).toBe(5);
+  });
 });

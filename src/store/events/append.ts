@@ -50,7 +50,7 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
 
   /**
    * Writes `appends` at the next free seqs, all together; after a collision with another
-   * writer, again after the seq it took (and now and then after the run's end, read again).
+   * writer, again after the run's end, read again.
    * @throws ContentionExceeded when other writers kept taking the next seqs
    */
   async function atNextFree(
@@ -60,15 +60,16 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
     options: Omit<EventWriteOptions, 'claim'> & { claim?: EventClaim } = {},
   ): Promise<RunEvent[]> {
     let next = await positions.nextSeq(tenant, runId);
-    // No waiting between tries: a taken seq means the next one is likely free.
+    // No waiting between tries: a collision means the run's end moved, and it is read again.
     for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
       if (next + appends.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const events = placed(runId, appends, next);
       const claim = options.claim?.(events[0] as RunEvent);
       if (await putEvents(deps, tenant, events, { ...options, claim })) return written(tenant, events);
       counters.conflicts++;
-      // A lone event moves on by one; a batch after the run's new end (some of its seqs are taken).
-      next = appends.length === 1 && attempt % 8 !== 0 ? next + 1 : (await positions.lastSeq(tenant, runId)) + 1;
+      // After the run's end as it now is, never the next seq up: a writer bypassing the API may
+      // have left a hole there, and an append filling it would come after events already handed out.
+      next = (await positions.lastSeq(tenant, runId)) + 1;
     }
     throw new ContentionExceeded(runId);
   }

@@ -48,7 +48,8 @@ export interface EventWriteOptions {
  * @throws ClaimLost when fenced by a token that is not the run's live claim (nothing is written)
  * @throws InvalidInput when an event is too large for one item
  */
-export async function putEvents({ doc, tableName }: StoreDeps, tenant: string, events: RunEvent[], options: EventWriteOptions = {}) {
+export async function putEvents(deps: StoreDeps, tenant: string, events: RunEvent[], options: EventWriteOptions = {}) {
+  const { tableName } = deps;
   const { cost, claim, fencingToken } = options;
   const first = events[0] as RunEvent;
   if (events.length > 1 && (cost !== undefined || claim)) throw new Error('a cost or an idempotency claim goes with one event alone');
@@ -58,7 +59,7 @@ export async function putEvents({ doc, tableName }: StoreDeps, tenant: string, e
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
   writes.push(...fenceOf(tableName, tenant, first, fencingToken));
   try {
-    await write(doc, writes, claim);
+    await write(deps, writes, claim);
     return true;
   } catch (err) {
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');

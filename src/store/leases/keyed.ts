@@ -23,10 +23,11 @@ interface Unit {
 }
 
 export function createKeyedLeases(
-  { doc, tableName, now, retention }: StoreDeps,
+  deps: StoreDeps,
   idempotency: Idempotency,
   read: (tenant: string, unitId: string) => Promise<Lease | null>,
 ) {
+  const { tableName, now, retention } = deps;
   /** Writes what `decide` makes of the row as it is, deciding again whenever another writer came between. */
   async function exactly(unit: Unit, decide: Decide, claim: (lease: Lease) => TransactItem) {
     // No waiting between tries: each one reads the row afresh and decides on it.
@@ -34,7 +35,7 @@ export function createKeyedLeases(
       const row = await read(unit.tenant, unit.unitId);
       const lease = decide(row, now().getTime());
       try {
-        await write(doc, [exactUpdate(tableName, unit, row, lease, retention.leaseSeconds)], claim(lease));
+        await write(deps, [exactUpdate(tableName, unit, row, lease, retention.leaseSeconds)], claim(lease));
         return lease;
       } catch (err) {
         // The row changed since it was read: decide again on the new one.

@@ -20,15 +20,13 @@ const REMEMBER_TOKEN_MS = 10 * 60_000;
 /** Acquire updates tried before giving up (each failure but the last is a row that changed meanwhile). */
 const MAX_ACQUIRE_ATTEMPTS = 4;
 
-export function createPlainLeases(
-  { doc, tableName, now, retention }: StoreDeps,
-  read: (tenant: string, unitId: string) => Promise<Lease | null>,
-) {
+export function createPlainLeases(deps: StoreDeps, read: (tenant: string, unitId: string) => Promise<Lease | null>) {
+  const { tableName, now, retention } = deps;
   /** The last token seen per unit: the next acquire's guess of which update applies (one write, not two). */
   const lastTokens = new TtlCache<string, number>({ max: MAX_REMEMBERED_UNITS, ttlMs: REMEMBER_TOKEN_MS, now: () => now().getTime() });
   const remember = (unitKey: string, token: number | undefined) =>
     token === undefined ? lastTokens.delete(unitKey) : lastTokens.set(unitKey, token);
-  const update = async (what: string, change: Write) => toLease(rowAfter(await write(doc, [change]), what));
+  const update = async (what: string, change: Write) => toLease(rowAfter(await write(deps, [change]), what));
 
   async function acquire(input: AcquireLease): Promise<Lease> {
     const at = now().getTime();

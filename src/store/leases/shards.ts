@@ -37,7 +37,8 @@ export interface HolderWrite {
   drained?: boolean;
 }
 
-export function createShardLeases({ doc, tableName, now, retention }: StoreDeps) {
+export function createShardLeases(deps: StoreDeps) {
+  const { doc, tableName, now, retention } = deps;
   const read = async (shardId: string) => {
     const { Item } = await doc.send(
       new GetCommand({ TableName: tableName, Key: keys.lease(SYSTEM_TENANT, shardId), ConsistentRead: true }),
@@ -57,7 +58,7 @@ export function createShardLeases({ doc, tableName, now, retention }: StoreDeps)
       const at = now().getTime();
       const how = acquireCase(seen?.token, at, at + ttlSeconds * 1000, retention.leaseSeconds);
       try {
-        const row = await write(doc, [
+        const row = await write(deps, [
           acquireUpdate(tableName, { tenant: SYSTEM_TENANT, unitId: shardId, owner, ttlSeconds }, at, how, retention.leaseSeconds),
         ]);
         return toShardLease(rowAfter(row, `acquiring shard ${shardId}`));
@@ -78,7 +79,7 @@ export function createShardLeases({ doc, tableName, now, retention }: StoreDeps)
       if (checkpoint !== undefined) sets.push('#checkpoint = :checkpoint');
       if (drained) sets.push('#drained = :true');
       try {
-        const row = await write(doc, [
+        const row = await write(deps, [
           {
             Update: {
               TableName: tableName,

@@ -101,7 +101,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       }
       try {
         await write(
-          doc,
+          deps,
           [
             // The run is still in the status read (a finished run takes no claim).
             {
@@ -135,7 +135,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
     const at = now().getTime();
     const until = renewing ? at + (input.ttlSeconds ?? 0) * 1000 : at;
     try {
-      const row = await write(doc, [holderUpdate(tableName, input.tenant, input, until, at, renewing)]);
+      const row = await write(deps, [holderUpdate(tableName, input.tenant, input, until, at, renewing)]);
       const claim = toClaim(row);
       if (!claim) throw new Error(`run ${input.runId}: the claim was written but returned no row`);
       return claim;

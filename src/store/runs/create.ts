@@ -20,10 +20,11 @@ export interface RunCreated {
 
 /** @throws RunAlreadyExists */
 export async function createRun(
-  { doc, tableName, now }: StoreDeps,
+  deps: StoreDeps,
   { tenant, id, task, budgetCap }: CreateRun,
   claim?: (result: RunCreated) => TransactItem,
 ): Promise<RunCreated> {
+  const { tableName, now } = deps;
   const at = now();
   const run: Run = { id, task, status: initialStatus, version: 1, createdAt: at, updatedAt: at };
   const budget: Budget = { runId: id, cap: budgetCap, spent: 0, remaining: budgetCap, version: 1 };
@@ -31,7 +32,7 @@ export async function createRun(
   // until DynamoDB has deleted its rows: a new run must never see the old one's events.
   const put = (Item: Item): Write => ({ Put: { TableName: tableName, Item, ConditionExpression: conditions.absent } });
   try {
-    await write(doc, [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))], claim?.({ run, budget }));
+    await write(deps, [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))], claim?.({ run, budget }));
   } catch (err) {
     if (err instanceof ConditionFailed) throw new RunAlreadyExists(id);
     throw err;

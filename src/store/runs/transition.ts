@@ -89,12 +89,13 @@ export function budgetExpiry(tableName: string, { tenant, runId }: Transition, e
  * @throws StatusConflict, RunNotFound
  */
 export async function transitionRun(
-  { doc, tableName, now, retention }: StoreDeps,
+  deps: StoreDeps,
   reads: RunReads,
   onFinished: (expires: number) => void,
   input: Transition,
   claim?: TransactItem,
 ): Promise<Run | undefined> {
+  const { tableName, now, retention } = deps;
   const writeId = randomUUID();
   const at = now();
   const expires = isTerminal(input.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
@@ -105,7 +106,7 @@ export async function transitionRun(
     writes.push(budgetExpiry(tableName, input, expires), claimEnd(tableName, tenant, runId, at.getTime(), { token, expires }));
   else if (token !== undefined) writes.push(fence(tableName, tenant, runId, token, at.getTime()));
   try {
-    const after = await write(doc, writes, claim);
+    const after = await write(deps, writes, claim);
     if (expires !== undefined) onFinished(expires);
     return after ? toRun(after) : undefined;
   } catch (err) {

@@ -1,0 +1,9 @@
+/** What subscribers are told of: an event appended, a run, budget, claim or lease as it now is. */
+import type { Budget, Lease, Run, RunClaim, RunEvent } from './run.ts';
+
+export type Change =
+  | { kind: 'event'; tenant: string; runId: string; event: RunEvent }
+  | { kind: 'run'; tenant: string; runId: string; run: Run }
+  | { kind: 'budget'; tenant: string; runId: string; budget: Budget }
+  | { kind: 'claim'; tenant: string; runId: string; claim: RunClaim }
+  | { kind: 'lease'; tenant: string; unitId: string; lease: Lease };
