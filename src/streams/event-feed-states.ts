@@ -343,7 +343,11 @@ export class EventFeedMachine {
     if (this.pending.size === 0) return false;
     let known = Number.POSITIVE_INFINITY;
     for (const seq of this.pending.keys()) if (seq < known) known = seq;
-    return known > this.next && !this.holes.stepOver(this.next, known);
+    if (known <= this.next) return false;
+    if (!this.holes.stepOver(this.next, known)) return true;
+    // Waited for long enough: on to the first seq seen live, which is handed out saying what is missing.
+    this.next = known;
+    return false;
   }
 
   private wait(ms: number): number {

@@ -139,6 +139,11 @@ const givens = {
   'reading from 1, 1,000 seen ahead': { state: 'reading', steps: [start, { kind: 'events', from: 3, count: MAX_PENDING }] },
   'reading from 3 after a hole, since 0': { state: 'reading', steps: [start, page([1, 2, 4]), look] },
   'reading from 3, 5 seen': { state: 'reading', steps: [start, page([1, 2]), event(5), look] },
+  'reading from 3, 5 seen, waited for since 0': { state: 'reading', steps: [start, page([1, 2]), event(5), look, page([]), look] },
+  'live at 6, 3-4 stepped over behind 5 seen live': {
+    state: 'live',
+    steps: [start, page([1, 2]), event(5), look, page([]), look, at(GAP_WAIT_MS), page([])],
+  },
   'rechecking 3-3 (live at 5)': { state: 'reading', steps: [start, page([1, 2, 4]), at(GAP_WAIT_MS), look, page([4]), resync] },
   'rechecking 3-3 and 6-6 (live at 8)': {
     state: 'reading',
@@ -327,6 +332,26 @@ const rows: Row[] = [
     delayMs: 50,
   },
   { given: 'reading from 3, 5 seen', when: page([3, 4]), state: 'live', next: 6, handed: ['3', '4', '5'] },
+  // Seen live but not in the table: the same wait, then stepped over up to it.
+  {
+    given: 'reading from 3, 5 seen, waited for since 0',
+    when: page([]),
+    clock: GAP_WAIT_MS - 1,
+    state: 'waiting',
+    next: 3,
+    pending: [5],
+    effects: ['LOOK'],
+    delayMs: 100,
+  },
+  {
+    given: 'reading from 3, 5 seen, waited for since 0',
+    when: page([]),
+    clock: GAP_WAIT_MS,
+    state: 'live',
+    next: 6,
+    handed: ['5 after missing 3-4'],
+  },
+  { given: 'live at 6, 3-4 stepped over behind 5 seen live', when: event(4), state: 'live', next: 6, handed: ['4 late'] },
 
   // Rechecking stepped-over seqs (after a resync or a lag), then reading on.
   { given: 'live at 5, 3 stepped over', when: resync, state: 'reading', effects: ['RECHECK'], range: '3-3' },
