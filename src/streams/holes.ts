@@ -84,4 +84,8 @@ export class Holes {
   get steppedOver(): readonly SeqRange[] {
     return [...this.skipped];
   }
+
+  get hasSteppedOver() {
+    return this.skipped.length > 0;
+  }
 }

@@ -86,6 +86,27 @@ describe('the event feed', () => {
     expect(await got).toEqual([1, 3, 4]);
   });
 
+  test('an event seen live but not in the table is waited for, then handed out saying what is missing before it', async () => {
+    const runId = await newRun(api, { budgetCap: 1 });
+    const feed = eventFeed({
+      hub: api.server.live.hub,
+      events: api.server.stores.events,
+      tenant: 'default',
+      runId,
+      afterSeq: 0,
+      gapWaitMs: 200,
+    });
+    const deadline = () => new Promise<undefined>((resolve) => setTimeout(resolve, 20_000));
+    const first = feed.next();
+    // As the stream brings a row deleted since: seq 2 is never in the table, seq 1 not yet.
+    const gone: RunEvent = { runId, seq: 2, type: 'gone', payload: null, createdAt: new Date() };
+    api.server.live.hub.publish({ kind: 'event', tenant: OPEN_TENANT, runId, event: gone });
+    expect((await Promise.race([first, deadline()]))?.value).toMatchObject({ seq: 2, missingBefore: [{ from: 1, to: 1 }] });
+    await write(runId, 1);
+    expect((await Promise.race([feed.next(), deadline()]))?.value).toMatchObject({ seq: 1, late: true });
+    await feed.return?.();
+  });
+
   test('a subscriber that throws does not keep the others from their changes, nor fail the publisher', async () => {
     const errors: unknown[] = [];
     const hub = new Hub((err) => errors.push(err));
