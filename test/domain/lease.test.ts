@@ -59,11 +59,11 @@ describe('acquire', () => {
       expected: { owner: 'a', token: FLOOR + 901, expiresIn: 30_000, version: 4 },
     },
   ])('given $given, when a acquires for 30 s', ({ row, expected }) => {
-    expect(outcome(() => acquire(row, { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T))).toEqual(expected);
+    expect(outcome(() => acquire(row, { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T, RETENTION_S))).toEqual(expected);
   });
 
   test('the refusal names the holder and when its lease ends', () => {
-    expect(() => acquire(row('b', 7, 5_000), { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T)).toThrow(
+    expect(() => acquire(row('b', 7, 5_000), { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T, RETENTION_S)).toThrow(
       expect.objectContaining({ name: 'LeaseHeld', holder: 'b', expiresAt: new Date(T + 5_000) }),
     );
   });
@@ -77,7 +77,7 @@ describe('renew', () => {
     { given: 'my lease, run out', row: row('a', 7, 0), token: 7, expected: { refused: 'LeaseLost', holder: undefined } },
     { given: 'no row', row: null, token: 7, expected: { refused: 'LeaseLost', holder: undefined } },
   ])('given $given, when a renews for 20 s', ({ row, token, expected }) => {
-    expect(outcome(() => renew(row, { unitId: 'u', owner: 'a', token, ttlSeconds: 20 }, T))).toEqual(expected);
+    expect(outcome(() => renew(row, { unitId: 'u', owner: 'a', token, ttlSeconds: 20 }, T, RETENTION_S))).toEqual(expected);
   });
 });
 
@@ -88,7 +88,7 @@ describe('release', () => {
     { given: 'my lease, a stale token', row: row('a', 8, 10_000), token: 7, expected: { refused: 'LeaseLost', holder: 'a', token: 8 } },
     { given: "b's live lease", row: row('b', 7, 10_000), token: 7, expected: { refused: 'LeaseLost', holder: 'b', token: 7 } },
   ])('given $given, when a releases', ({ row, token, expected }) => {
-    expect(outcome(() => release(row, { unitId: 'u', owner: 'a', token }, T))).toEqual(expected);
+    expect(outcome(() => release(row, { unitId: 'u', owner: 'a', token }, T, RETENTION_S))).toEqual(expected);
   });
 });
 
@@ -146,13 +146,13 @@ describe('tokens and the clock', () => {
         for (const { owner, advanceMs, ttlSeconds } of steps) {
           at += advanceMs;
           if (heldByOther(current, owner, at)) continue;
-          const next = acquire(current, { unitId: 'u', owner, ttlSeconds }, at);
+          const next = acquire(current, { unitId: 'u', owner, ttlSeconds }, at, RETENTION_S);
           expect(next.token).toBeGreaterThan(issued);
           issued = next.token;
           current = next;
         }
         const forgottenAt = rowExpiry((current as Lease).expiresAt.getTime(), issued, RETENTION_S) * 1000;
-        expect(acquire(null, { unitId: 'u', owner: 'c', ttlSeconds: 1 }, forgottenAt).token).toBeGreaterThan(issued);
+        expect(acquire(null, { unitId: 'u', owner: 'c', ttlSeconds: 1 }, forgottenAt, RETENTION_S).token).toBeGreaterThan(issued);
       }),
     );
   });

@@ -27,7 +27,7 @@ export interface ReleaseLease extends decide.ReleaseCommand {
 }
 
 export function createLeaseStore(deps: StoreDeps, idempotency: Idempotency) {
-  const { doc, tableName, now } = deps;
+  const { doc, tableName, now, retention } = deps;
   const read = async (tenant: string, unitId: string) => {
     const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.lease(tenant, unitId), ConsistentRead: true }));
     return Item ? toLease(Item) : null;
@@ -44,21 +44,21 @@ export function createLeaseStore(deps: StoreDeps, idempotency: Idempotency) {
      * @throws LeaseHeld while another owner's lease is live
      */
     acquire: async (input: AcquireLease, idem?: IdempotencyKey): Promise<Lease> =>
-      idem ? keyed(idem, input, (row, at) => decide.acquire(row, input, at)) : plain.acquire(input),
+      idem ? keyed(idem, input, (row, at) => decide.acquire(row, input, at, retention.leaseSeconds)) : plain.acquire(input),
 
     /**
      * Extends the caller's live lease to ttlSeconds from now.
      * @throws LeaseLost unless the caller holds it with this token, and it has not expired
      */
     renew: async (input: RenewLease, idem?: IdempotencyKey): Promise<Lease> =>
-      idem ? keyed(idem, input, (row, at) => decide.renew(row, input, at)) : plain.renew(input),
+      idem ? keyed(idem, input, (row, at) => decide.renew(row, input, at, retention.leaseSeconds)) : plain.renew(input),
 
     /**
      * Ends the caller's lease now: the unit can be acquired at once, the token is kept.
      * @throws LeaseLost unless the caller holds it with this token
      */
     release: async (input: ReleaseLease, idem?: IdempotencyKey): Promise<Lease> =>
-      idem ? keyed(idem, input, (row, at) => decide.release(row, input, at)) : plain.release(input),
+      idem ? keyed(idem, input, (row, at) => decide.release(row, input, at, retention.leaseSeconds)) : plain.release(input),
 
     /** The live lease on a unit, or null when it is free or its lease has expired. Strongly consistent. */
     async get(tenant: string, unitId: string): Promise<Lease | null> {
