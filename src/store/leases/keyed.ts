@@ -8,6 +8,7 @@
 import { Contention } from '../../domain/errors.ts';
 import { outcome } from '../../domain/lease.ts';
 import type { Lease } from '../../domain/run.ts';
+import { stored } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';
@@ -46,9 +47,6 @@ export function createKeyedLeases(
     idempotency.once<Lease>(idem, {
       perform: (claim) => exactly(unit, planner, claim),
       encode: (lease) => lease,
-      decode: (stored) => {
-        const s = stored as Lease & { acquiredAt: string; expiresAt: string };
-        return { ...s, acquiredAt: new Date(s.acquiredAt), expiresAt: new Date(s.expiresAt) };
-      },
+      decode: stored.lease,
     });
 }
