@@ -168,7 +168,7 @@ function holderPlan(
 
 /** The refusal of `plan` by a row that does not meet its `may`. */
 function refusal(plan: LeasePlan, row: Lease | null): DomainError {
-  if (plan.operation !== 'acquire') return new LeaseLost(plan.unitId, row, new Date(plan.args.at));
+  if (plan.operation !== 'acquire') return new LeaseLost(plan.unitId, liveAt(row, plan.args.at));
   if (!row) throw new Error(`the acquire of unit ${plan.unitId} was refused by no row`);
   return new LeaseHeld(row);
 }
