@@ -77,6 +77,9 @@ export interface LeasePlan {
   change: LeaseChange;
 }
 
+/** A request's plan at the clock `at` (epoch ms), for a row holding `token` (undefined: none, or not known). */
+export type LeasePlanner = (at: number, token: number | undefined) => LeasePlan;
+
 /**
  * How an acquire moves the token to max(token + 1, floor). A condition has no max(), so each
  * case is a rule of its own with its own move: `floor`, up to the floor; `increment`, by one;

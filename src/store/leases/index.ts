@@ -13,7 +13,8 @@ import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { createKeyedLeases } from './keyed.ts';
-import { createPlainLeases, type Planner } from './plain.ts';
+import { createPlainLeases } from './plain.ts';
+import type { Unit } from './writes.ts';
 
 export interface AcquireLease extends rules.AcquireCommand {
   tenant: string;
@@ -36,7 +37,7 @@ export function createLeaseStore(deps: StoreDeps, idempotency: Idempotency) {
   const plain = createPlainLeases(deps, read);
   const keyed = createKeyedLeases(deps, idempotency, read);
   /** One request's plan, whichever way it is written. */
-  const apply = (unit: { tenant: string; unitId: string }, planner: Planner, idem?: IdempotencyKey) =>
+  const apply = (unit: Unit, planner: rules.LeasePlanner, idem?: IdempotencyKey) =>
     idem ? keyed(idem, unit, planner) : plain(unit, planner);
 
   return {

@@ -6,14 +6,13 @@
  * afterwards could already be a later holder's lease.)
  */
 import { Contention } from '../../domain/errors.ts';
-import { outcome } from '../../domain/lease.ts';
+import { type LeasePlanner, outcome } from '../../domain/lease.ts';
 import type { Lease } from '../../domain/run.ts';
 import { stored } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';
-import type { Planner, Unit } from './plain.ts';
-import { leaseUpdate } from './writes.ts';
+import { leaseUpdate, type Unit } from './writes.ts';
 
 /** Reads and versioned writes of a keyed request before giving up (each failure is another writer in between). */
 const MAX_EXACT_ATTEMPTS = 8;
@@ -24,12 +23,12 @@ export function createKeyedLeases(
   read: (tenant: string, unitId: string) => Promise<Lease | null>,
 ) {
   /** Writes the plan for the row as it is, planning again whenever another writer came between. */
-  async function exactly(unit: Unit, planner: Planner, claim: (lease: Lease) => TransactItem) {
+  async function exactly(unit: Unit, planner: LeasePlanner, claim: (lease: Lease) => TransactItem) {
     // No waiting between tries: each one reads the row afresh and plans on it.
     for (let attempt = 0; attempt < MAX_EXACT_ATTEMPTS; attempt++) {
       const row = await read(unit.tenant, unit.unitId);
       const plan = planner(now().getTime(), row?.token);
-      // Refused here, the request writes nothing: its key stays free.
+      // The condition's own rule, read on the row in hand: a refusal sends no transaction and leaves the key free.
       const lease = outcome(plan, row);
       try {
         await write(doc, [leaseUpdate(tableName, unit.tenant, plan, { seen: row })], claim(lease));
@@ -43,7 +42,7 @@ export function createKeyedLeases(
   }
 
   /** The lease the plan makes, at most once per key; a retry gets the first result back. */
-  return (idem: IdempotencyKey, unit: Unit, planner: Planner) =>
+  return (idem: IdempotencyKey, unit: Unit, planner: LeasePlanner) =>
     idempotency.once<Lease>(idem, {
       perform: (claim) => exactly(unit, planner, claim),
       encode: (lease) => lease,

@@ -4,13 +4,13 @@
  * holds the unit takes no second read.
  */
 import { Contention } from '../../domain/errors.ts';
-import { type LeasePlan, refused } from '../../domain/lease.ts';
+import { type LeasePlanner, refused } from '../../domain/lease.ts';
 import type { Lease } from '../../domain/run.ts';
 import { TtlCache } from '../../lib/ttl-cache.ts';
 import { toLease } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import { ConditionFailed, rowAfter, write } from '../write.ts';
-import { leaseUpdate } from './writes.ts';
+import { leaseUpdate, type Unit } from './writes.ts';
 
 /** Units whose last token is remembered; past it the unit remembered longest ago is forgotten (its next acquire may take two writes). */
 const MAX_REMEMBERED_UNITS = 10_000;
@@ -19,14 +19,6 @@ const REMEMBER_TOKEN_MS = 10 * 60_000;
 /** Updates tried before giving up (each failure but the last is an acquire's case guessed wrong, or a row that changed meanwhile). */
 const MAX_ATTEMPTS = 4;
 
-/** A request's plan at the clock `at` (epoch ms), for a row holding `token` (undefined: none, or not known). */
-export type Planner = (at: number, token: number | undefined) => LeasePlan;
-
-export interface Unit {
-  tenant: string;
-  unitId: string;
-}
-
 export function createPlainLeases({ doc, tableName, now }: StoreDeps, read: (tenant: string, unitId: string) => Promise<Lease | null>) {
   /** The last token seen per unit: the next acquire's guess of which case applies (one write, not two). */
   const lastTokens = new TtlCache<string, number>({ max: MAX_REMEMBERED_UNITS, ttlMs: REMEMBER_TOKEN_MS, now: () => now().getTime() });
@@ -34,7 +26,7 @@ export function createPlainLeases({ doc, tableName, now }: StoreDeps, read: (ten
     token === undefined ? lastTokens.delete(unitKey) : lastTokens.set(unitKey, token);
 
   /** The lease the plan's update left; its refusal when the row does not meet the rule. */
-  return async function plain(unit: Unit, planner: Planner): Promise<Lease> {
+  return async function plain(unit: Unit, planner: LeasePlanner): Promise<Lease> {
     const at = now().getTime();
     const unitKey = `${unit.tenant}\u0000${unit.unitId}`;
     let plan = planner(at, lastTokens.get(unitKey));
@@ -48,7 +40,7 @@ export function createPlainLeases({ doc, tableName, now }: StoreDeps, read: (ten
         return lease;
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;
-        // No row came back: there was none; an acquire reads, in case one was made meanwhile (its case follows its token).
+        // No row came back (there was none): an acquire reads it, as one may have been made since, and its case follows its token.
         const found = err.item ? toLease(err.item) : plan.fits ? await read(unit.tenant, unit.unitId) : null;
         remember(unitKey, found?.token);
         const refusal = refused(plan, found);

@@ -71,14 +71,8 @@ export function createShardLeases({ doc, tableName, now, retention }: StoreDeps)
      * hold the shard, or be about to, and a stale holder must not move its checkpoint).
      * @returns the row after, or null when the lease is no longer this holder's (lost: stop reading)
      */
-    hold: ({ lease, checkpoint, ttlSeconds, drained }: HolderWrite): Promise<ShardLease | null> =>
-      apply(
-        planRenew({ unitId: lease.unitId, owner: lease.owner, token: lease.token, ttlSeconds }, now().getTime(), retention.leaseSeconds),
-        {
-          checkpoint,
-          drained,
-        },
-      ),
+    hold: ({ lease: { unitId, owner, token }, checkpoint, ttlSeconds, drained }: HolderWrite): Promise<ShardLease | null> =>
+      apply(planRenew({ unitId, owner, token, ttlSeconds }, now().getTime(), retention.leaseSeconds), { checkpoint, drained }),
   };
 }
 

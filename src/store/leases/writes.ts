@@ -44,6 +44,12 @@ const names: Record<string, string> = {
   '#drained': attr.drained,
 };
 
+/** Whose lease row: the tenant and the unit. */
+export interface Unit {
+  tenant: string;
+  unitId: string;
+}
+
 export interface LeaseUpdateOptions {
   /**
    * The row the write was decided on (the keyed path): it must still be that version, or still
