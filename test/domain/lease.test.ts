@@ -4,7 +4,22 @@
  */
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { acquire, acquireCase, heldByOther, liveAt, release, renew, rowExpiry, TOKEN_EPOCH_S, tokenFloor } from '../../src/domain/lease.ts';
+import {
+  acquire,
+  acquireCase,
+  heldByOther,
+  outcome as leaseOutcome,
+  liveAt,
+  planAcquire,
+  planRelease,
+  planRenew,
+  refused,
+  release,
+  renew,
+  rowExpiry,
+  TOKEN_EPOCH_S,
+  tokenFloor,
+} from '../../src/domain/lease.ts';
 import { TOKEN_EPOCH_MS } from '../../src/domain/limits.ts';
 import type { Lease } from '../../src/domain/run.ts';
 
@@ -89,6 +104,28 @@ describe('release', () => {
     { given: "b's live lease", row: row('b', 7, 10_000), token: 7, expected: { refused: 'LeaseLost', holder: 'b', token: 7 } },
   ])('given $given, when a releases', ({ row, token, expected }) => {
     expect(outcome(() => release(row, { unitId: 'u', owner: 'a', token }, T, RETENTION_S))).toEqual(expected);
+  });
+});
+
+describe('a write refused by its condition', () => {
+  // The plain path plans an acquire on a guessed token: the row that comes back tells a refusal from a wrong guess.
+  test.each([
+    { given: "b's live lease", row: row('b', FLOOR + 5, 1), guess: FLOOR + 5, expected: 'LeaseHeld' },
+    { given: "b's lease, ended, its token guessed below the floor", row: row('b', FLOOR + 5, 0), guess: undefined, expected: null },
+    { given: 'my live lease, its token guessed far ahead', row: row('a', FLOOR + 5, 1), guess: FLOOR + 500, expected: null },
+  ])('given $given, an acquire is refused: $expected', ({ row, guess, expected }) => {
+    const plan = planAcquire({ unitId: 'u', owner: 'a', ttlSeconds: 1 }, T, RETENTION_S, guess);
+    expect(refused(plan, row)?.name ?? null).toBe(expected);
+    // A wrong guess is planned again, never written as decided for another token.
+    if (expected === null) expect(() => leaseOutcome(plan, row)).toThrow(/planned for another token/);
+  });
+
+  test.each([
+    { given: 'my live lease', row: row('a', 7, 1) },
+    { given: 'no row', row: null },
+  ])('given $given, a refused renew or release is LeaseLost whatever came back', ({ row }) => {
+    expect(refused(planRenew({ unitId: 'u', owner: 'a', token: 7, ttlSeconds: 1 }, T, RETENTION_S), row)?.name).toBe('LeaseLost');
+    expect(refused(planRelease({ unitId: 'u', owner: 'a', token: 7 }, T, RETENTION_S), row)?.name).toBe('LeaseLost');
   });
 });
 
