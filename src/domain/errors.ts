@@ -93,8 +93,8 @@ export class LeaseLost extends DomainError {
   readonly holder?: string;
   readonly token?: number;
 
-  constructor(unitId: string, current: Lease | null, now: Date) {
-    const live = current && current.expiresAt > now ? current : null;
+  /** @param live the unit's live lease now (null: nobody holds it) */
+  constructor(unitId: string, live: Lease | null) {
     super(
       live
         ? `the lease on unit ${unitId} is now held by ${live.owner} with token ${live.token}`

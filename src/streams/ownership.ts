@@ -5,6 +5,7 @@
  * shard a quarter of the lease before it runs out unless renewed, so two never read one shard
  * at once; one that stalled past its lease finds its token refused and lets the shard go.
  */
+import { heldByOther } from '../domain/lease.ts';
 import { fairShare, mayTake, toHandBack } from '../domain/shard-share.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { ShardLease, ShardLeases } from '../store/leases/shards.ts';
@@ -74,9 +75,10 @@ export class ShardOwnership implements ShardClaims {
       shard.state = 'drained';
       return false;
     }
-    if (row && row.owner !== replicaId && row.expiresAt.getTime() > this.now()) {
+    const held = heldByOther(row, replicaId, this.now());
+    if (held) {
       // Tried again the moment it runs out: a dead holder's shard is taken within its lease.
-      this.expiring = Math.min(this.expiring ?? Number.POSITIVE_INFINITY, row.expiresAt.getTime());
+      this.expiring = Math.min(this.expiring ?? Number.POSITIVE_INFINITY, held.expiresAt.getTime());
       return false;
     }
     // A child waits until its parent (still listed) is drained, by this replica or another.

@@ -7,6 +7,7 @@
  * makes one `run.stalled` at most. A run is found within its claim's TTL plus one interval
  * (plus the watcher lease's TTL when the replica holding it dies).
  */
+import { heldByOther } from '../domain/lease.ts';
 import { isTerminal } from '../domain/run.ts';
 import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -62,8 +63,7 @@ export class StallWatcher {
     if (!this.lease) {
       const row = await leases.read(WATCHER_UNIT);
       const now = (this.options.now ?? Date.now)();
-      if (!row || row.owner === holder || row.expiresAt.getTime() <= now)
-        this.lease = await leases.acquire(WATCHER_UNIT, holder, ttlSeconds, row);
+      if (!heldByOther(row, holder, now)) this.lease = await leases.acquire(WATCHER_UNIT, holder, ttlSeconds, row);
     }
     return this.lease !== null;
   }

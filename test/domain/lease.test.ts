@@ -4,7 +4,22 @@
  */
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { acquire, acquireCase, heldByOther, liveAt, release, renew, rowExpiry, TOKEN_EPOCH_S, tokenFloor } from '../../src/domain/lease.ts';
+import {
+  acquire,
+  acquireCase,
+  heldByOther,
+  outcome as leaseOutcome,
+  liveAt,
+  planAcquire,
+  planRelease,
+  planRenew,
+  refused,
+  release,
+  renew,
+  rowExpiry,
+  TOKEN_EPOCH_S,
+  tokenFloor,
+} from '../../src/domain/lease.ts';
 import { TOKEN_EPOCH_MS } from '../../src/domain/limits.ts';
 import type { Lease } from '../../src/domain/run.ts';
 
@@ -59,11 +74,11 @@ describe('acquire', () => {
       expected: { owner: 'a', token: FLOOR + 901, expiresIn: 30_000, version: 4 },
     },
   ])('given $given, when a acquires for 30 s', ({ row, expected }) => {
-    expect(outcome(() => acquire(row, { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T))).toEqual(expected);
+    expect(outcome(() => acquire(row, { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T, RETENTION_S))).toEqual(expected);
   });
 
   test('the refusal names the holder and when its lease ends', () => {
-    expect(() => acquire(row('b', 7, 5_000), { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T)).toThrow(
+    expect(() => acquire(row('b', 7, 5_000), { unitId: 'u', owner: 'a', ttlSeconds: 30 }, T, RETENTION_S)).toThrow(
       expect.objectContaining({ name: 'LeaseHeld', holder: 'b', expiresAt: new Date(T + 5_000) }),
     );
   });
@@ -77,7 +92,7 @@ describe('renew', () => {
     { given: 'my lease, run out', row: row('a', 7, 0), token: 7, expected: { refused: 'LeaseLost', holder: undefined } },
     { given: 'no row', row: null, token: 7, expected: { refused: 'LeaseLost', holder: undefined } },
   ])('given $given, when a renews for 20 s', ({ row, token, expected }) => {
-    expect(outcome(() => renew(row, { unitId: 'u', owner: 'a', token, ttlSeconds: 20 }, T))).toEqual(expected);
+    expect(outcome(() => renew(row, { unitId: 'u', owner: 'a', token, ttlSeconds: 20 }, T, RETENTION_S))).toEqual(expected);
   });
 });
 
@@ -88,7 +103,29 @@ describe('release', () => {
     { given: 'my lease, a stale token', row: row('a', 8, 10_000), token: 7, expected: { refused: 'LeaseLost', holder: 'a', token: 8 } },
     { given: "b's live lease", row: row('b', 7, 10_000), token: 7, expected: { refused: 'LeaseLost', holder: 'b', token: 7 } },
   ])('given $given, when a releases', ({ row, token, expected }) => {
-    expect(outcome(() => release(row, { unitId: 'u', owner: 'a', token }, T))).toEqual(expected);
+    expect(outcome(() => release(row, { unitId: 'u', owner: 'a', token }, T, RETENTION_S))).toEqual(expected);
+  });
+});
+
+describe('a write refused by its condition', () => {
+  // The plain path plans an acquire on a guessed token: the row that comes back tells a refusal from a wrong guess.
+  test.each([
+    { given: "b's live lease", row: row('b', FLOOR + 5, 1), guess: FLOOR + 5, expected: 'LeaseHeld' },
+    { given: "b's lease, ended, its token guessed below the floor", row: row('b', FLOOR + 5, 0), guess: undefined, expected: null },
+    { given: 'my live lease, its token guessed far ahead', row: row('a', FLOOR + 5, 1), guess: FLOOR + 500, expected: null },
+  ])('given $given, an acquire is refused: $expected', ({ row, guess, expected }) => {
+    const plan = planAcquire({ unitId: 'u', owner: 'a', ttlSeconds: 1 }, T, RETENTION_S, guess);
+    expect(refused(plan, row)?.name ?? null).toBe(expected);
+    // A wrong guess is planned again, never written as decided for another token.
+    if (expected === null) expect(() => leaseOutcome(plan, row)).toThrow(/planned for another token/);
+  });
+
+  test.each([
+    { given: 'my live lease', row: row('a', 7, 1) },
+    { given: 'no row', row: null },
+  ])('given $given, a refused renew or release is LeaseLost whatever came back', ({ row }) => {
+    expect(refused(planRenew({ unitId: 'u', owner: 'a', token: 7, ttlSeconds: 1 }, T, RETENTION_S), row)?.name).toBe('LeaseLost');
+    expect(refused(planRelease({ unitId: 'u', owner: 'a', token: 7 }, T, RETENTION_S), row)?.name).toBe('LeaseLost');
   });
 });
 
@@ -146,13 +183,13 @@ describe('tokens and the clock', () => {
         for (const { owner, advanceMs, ttlSeconds } of steps) {
           at += advanceMs;
           if (heldByOther(current, owner, at)) continue;
-          const next = acquire(current, { unitId: 'u', owner, ttlSeconds }, at);
+          const next = acquire(current, { unitId: 'u', owner, ttlSeconds }, at, RETENTION_S);
           expect(next.token).toBeGreaterThan(issued);
           issued = next.token;
           current = next;
         }
         const forgottenAt = rowExpiry((current as Lease).expiresAt.getTime(), issued, RETENTION_S) * 1000;
-        expect(acquire(null, { unitId: 'u', owner: 'c', ttlSeconds: 1 }, forgottenAt).token).toBeGreaterThan(issued);
+        expect(acquire(null, { unitId: 'u', owner: 'c', ttlSeconds: 1 }, forgottenAt, RETENTION_S).token).toBeGreaterThan(issued);
       }),
     );
   });

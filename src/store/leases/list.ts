@@ -12,6 +12,7 @@ import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
 import { queryPages } from '../query-pages.ts';
 import { decodePositions, encodePositions, type ShardPositions, startPositions } from '../shard-cursor.ts';
+import { leaseCondition } from './writes.ts';
 
 export interface ListLeases {
   tenant: string;
@@ -37,7 +38,7 @@ async function shardPage({ doc, tableName, now }: StoreDeps, { tenant, held }: L
     TableName: tableName,
     IndexName: index.name,
     KeyConditionExpression: from ? '#pk = :pk AND #sk > :from' : '#pk = :pk',
-    ...(filtered ? { FilterExpression: held ? '#leaseUntil > :now' : '#leaseUntil <= :now' } : {}),
+    ...(filtered ? { FilterExpression: leaseCondition(held ? 'live' : 'ended') } : {}),
     ExpressionAttributeNames: {
       '#pk': index.pk,
       ...(from ? { '#sk': index.sk } : {}),

@@ -1,17 +1,38 @@
 /**
- * The lease updates, each with the invariant its condition guards. The plain path's conditions
- * keep in DynamoDB the rules that domain/lease.ts decides for the keyed path: one holder at a
- * time, only the holder renews or releases, the token only grows.
+ * The lease rules of domain/lease.ts as DynamoDB's: each fact as a condition (the one place a
+ * rule becomes an expression), a plan as one conditional update. Every lease write is one of
+ * these: alone without an idempotency key, beside the key's claim in one transaction with it.
  */
-import { type AcquireCase, aheadFrom, rowExpiry, TOKEN_EPOCH_S, tokenFloor } from '../../domain/lease.ts';
+import { type LeasePlan, TOKEN_EPOCH_S } from '../../domain/lease.ts';
+import type { LeaseFact, LeaseRule } from '../../domain/lease-facts.ts';
 import type { Lease } from '../../domain/run.ts';
 import { attr } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import { keys } from '../../table/keys.ts';
 import type { Write } from '../write.ts';
-import type { AcquireLease, ReleaseLease } from './index.ts';
 
-const names = {
+/** Each fact on the row; :owner, :token, :now, :floor and :ahead are the plan's args. */
+const factConditions: Record<LeaseFact, string> = {
+  free: conditions.leaseFree,
+  present: conditions.present,
+  ended: conditions.leaseExpired,
+  live: conditions.leaseLive,
+  mine: conditions.leaseMine,
+  sameToken: '#token = :token',
+  tokenBelowFloor: '(attribute_not_exists(#token) OR #token < :floor)',
+  tokenFromFloor: '#token >= :floor',
+  tokenBelowAhead: '#token < :ahead',
+  tokenFromAhead: '#token >= :ahead',
+};
+
+/** A rule as a condition expression: the same answer on a row as domain/lease.ts's `holds`. */
+export function leaseCondition(rule: LeaseRule): string {
+  if (typeof rule === 'string') return factConditions[rule];
+  const [parts, join] = 'any' in rule ? [rule.any, ' OR '] : [rule.all, ' AND '];
+  return `(${parts.map(leaseCondition).join(join)})`;
+}
+
+const names: Record<string, string> = {
   '#unitId': attr.unitId,
   '#owner': attr.owner,
   '#acquiredAt': attr.acquiredAt,
@@ -19,122 +40,85 @@ const names = {
   '#token': attr.token,
   '#version': attr.version,
   '#expiresAt': attr.expiresAt,
+  '#checkpoint': attr.checkpoint,
+  '#drained': attr.drained,
 };
 
-/** Every acquire (re)writes the row's listing keys: the leases listing finds it by them. */
-const listed = 'gsi1pk = :listPk, gsi1sk = :listSk';
-const listing = (tenant: string, unitId: string) => {
-  const { gsi1pk, gsi1sk } = keys.leaseListing(tenant, unitId);
-  return { ':listPk': gsi1pk, ':listSk': gsi1sk };
-};
-
-/** What the plain acquire of each case sets beside the holder, and which rows it applies to. */
-const cases: Record<AcquireCase, { condition: string; set: string }> = {
-  // No row yet, or its token fell below the floor: the token becomes the floor.
-  floor: { condition: '(attribute_not_exists(#token) OR #token < :floor)', set: '#expiresAt = :ttl, #token = :floor ADD #version :one' },
-  // The token is at or above the floor, its successor within the lease's retention: it grows by one.
-  increment: { condition: '#token >= :floor AND #token < :ahead', set: '#expiresAt = :ttl ADD #token :one, #version :one' },
-  // The token runs ahead of the retention: the row lives until the floor passes the new token
-  // (old token + 1), that is old token + epoch + 2.
-  ahead: { condition: '#token >= :ahead', set: '#expiresAt = #token + :pastToken ADD #token :one, #version :one' },
-};
-
-/**
- * The plain acquire: token = max(token + 1, floor), in the case guessed for the row. A row in
- * another case fails the condition and is tried again in its own.
- */
-export function acquireUpdate(tableName: string, input: AcquireLease, at: number, how: AcquireCase, retentionSeconds: number): Write {
-  const { tenant, unitId, owner, ttlSeconds } = input;
-  const until = at + ttlSeconds * 1000;
-  const takeable = `(${[conditions.leaseFree, conditions.leaseExpired, conditions.leaseMine].join(' OR ')})`;
-  return {
-    Update: {
-      TableName: tableName,
-      Key: keys.lease(tenant, unitId),
-      // Free, expired, or already mine: one holder at a time. The token only grows (fencing), in its own case.
-      ConditionExpression: `${takeable} AND ${cases[how].condition}`,
-      UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, ${listed}, ${cases[how].set}`,
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: {
-        ':unitId': unitId,
-        ...listing(tenant, unitId),
-        ':owner': owner,
-        ':acquiredAt': new Date(at).toISOString(),
-        ':until': until,
-        ':now': at,
-        ':one': 1,
-        ...(how === 'ahead' ? {} : { ':floor': tokenFloor(at) }),
-        ...(how === 'floor' ? {} : { ':ahead': aheadFrom(until, retentionSeconds) }),
-        ...(how === 'ahead' ? { ':pastToken': TOKEN_EPOCH_S + 2 } : { ':ttl': rowExpiry(until, 0, retentionSeconds) }),
-      },
-    },
-  };
+/** Whose lease row: the tenant and the unit. */
+export interface Unit {
+  tenant: string;
+  unitId: string;
 }
 
-/** The holder's renew (live lease only) or release: its lease now ends at `untilMs`. */
-export function holderUpdate(
-  tableName: string,
-  input: ReleaseLease,
-  untilMs: number,
-  at: number,
-  mustBeLive: boolean,
-  retentionSeconds: number,
-): Write {
-  const { tenant, unitId, owner, token } = input;
-  return {
-    Update: {
-      TableName: tableName,
-      Key: keys.lease(tenant, unitId),
-      // Only the holder, with the token it was given: a newer token means someone took over.
-      // Renewing also needs the lease live: once it ran out, another may have it by now.
-      ConditionExpression: `${conditions.present} AND #owner = :owner AND #token = :token${mustBeLive ? ` AND ${conditions.leaseLive}` : ''}`,
-      UpdateExpression: 'SET #leaseUntil = :until, #expiresAt = :ttl ADD #version :one',
-      ExpressionAttributeNames: {
-        '#owner': attr.owner,
-        '#token': attr.token,
-        '#version': attr.version,
-        '#leaseUntil': attr.leaseUntil,
-        '#expiresAt': attr.expiresAt,
-      },
-      ExpressionAttributeValues: {
-        ':owner': owner,
-        ':token': token,
-        ':one': 1,
-        ':until': untilMs,
-        ':ttl': rowExpiry(untilMs, token, retentionSeconds),
-        ...(mustBeLive ? { ':now': at } : {}),
-      },
-    },
-  };
+export interface LeaseUpdateOptions {
+  /**
+   * The row the write was decided on (the keyed path): it must still be that version, or still
+   * absent (null). Undefined: the plan's rule alone decides (the plain path).
+   */
+  seen?: Lease | null;
+  /** A stream shard's holder keeps its position in the lease row (store/leases/shards.ts). */
+  shard?: { checkpoint?: string; drained?: boolean };
 }
 
-/** The keyed path's write: the whole lease as decided, if the row is still the one it was decided on. */
-export function exactUpdate(
-  tableName: string,
-  { tenant, unitId }: { tenant: string; unitId: string },
-  row: Lease | null,
-  lease: Lease,
-  retentionSeconds: number,
-): Write {
+/** `plan` as one conditional update of the unit's lease row. */
+export function leaseUpdate(tableName: string, tenant: string, plan: LeasePlan, { seen, shard }: LeaseUpdateOptions = {}): Write {
+  const { change, args } = plan;
+  const sets = ['#leaseUntil = :until'];
+  const adds = ['#version :one'];
+  if (change.taken) {
+    // Every acquire (re)writes the row's listing keys: the leases listing finds it by them.
+    sets.push('#unitId = :unitId', '#owner = :takenBy', '#acquiredAt = :acquiredAt', 'gsi1pk = :listPk', 'gsi1sk = :listSk');
+  }
+  if (change.token === 'floor') sets.push('#token = :floor');
+  if (change.token === 'next') adds.unshift('#token :one');
+  if (change.forgetAt === 'afterToken') {
+    if (change.token === 'floor') throw new Error(`the acquire of unit ${plan.unitId}: a token at the floor has a TTL of its own`);
+    // Read from the old token: the new one (old, or old + 1) plus the epoch and one.
+    sets.push('#expiresAt = #token + :pastToken');
+  } else sets.push('#expiresAt = :ttl');
+  if (shard?.checkpoint !== undefined) sets.push('#checkpoint = :checkpoint');
+  if (shard?.drained) sets.push('#drained = :drained');
+
+  const condition = [
+    // Who may: one holder at a time; only the holder, with its token, renews or releases.
+    leaseCondition(plan.may),
+    // The token's case: the token only grows, and the row outlives every token it gave out.
+    ...(plan.fits ? [leaseCondition(plan.fits)] : []),
+    // The row is still the one the result was decided on: the result stored with the key is the one written.
+    ...(seen === undefined ? [] : [seen ? '#version = :seen' : conditions.absent]),
+  ].join(' AND ');
+  const update = `SET ${sets.join(', ')} ADD ${adds.join(', ')}`;
+  const listing = change.taken ? keys.leaseListing(tenant, plan.unitId) : undefined;
+  const values: Record<string, unknown> = {
+    ':owner': args.owner,
+    ':token': args.token,
+    ':now': args.at,
+    ':floor': args.floor,
+    ':ahead': args.ahead,
+    ':until': change.until,
+    ':one': 1,
+    ':ttl': change.forgetAt === 'afterToken' ? undefined : change.forgetAt,
+    ':pastToken': TOKEN_EPOCH_S + 1 + (change.token === 'next' ? 1 : 0),
+    ':unitId': change.taken?.unitId,
+    ':takenBy': change.taken?.owner,
+    ':acquiredAt': change.taken && new Date(change.taken.acquiredAt).toISOString(),
+    ':listPk': listing?.gsi1pk,
+    ':listSk': listing?.gsi1sk,
+    ':seen': seen?.version,
+    ':checkpoint': shard?.checkpoint,
+    ':drained': shard?.drained,
+  };
+  // DynamoDB refuses names and values an expression does not use: send only those it does.
+  const used = new Set(`${condition} ${update}`.match(/[#:]\w+/g));
+  const only = (all: Record<string, unknown>) => Object.fromEntries(Object.entries(all).filter(([key]) => used.has(key)));
   return {
     Update: {
       TableName: tableName,
-      Key: keys.lease(tenant, unitId),
-      // The row is still the version read (or still absent): the decision holds for it, no other writer came between.
-      ConditionExpression: row ? '#version = :seen' : conditions.leaseFree,
-      UpdateExpression: `SET #unitId = :unitId, #owner = :owner, #acquiredAt = :acquiredAt, #leaseUntil = :until, #token = :token, #version = :version, #expiresAt = :ttl, ${listed}`,
-      ExpressionAttributeNames: names,
-      ExpressionAttributeValues: {
-        ':unitId': unitId,
-        ...listing(tenant, unitId),
-        ':owner': lease.owner,
-        ':acquiredAt': lease.acquiredAt.toISOString(),
-        ':until': lease.expiresAt.getTime(),
-        ':token': lease.token,
-        ':version': lease.version,
-        ':ttl': rowExpiry(lease.expiresAt.getTime(), lease.token, retentionSeconds),
-        ...(row ? { ':seen': row.version } : {}),
-      },
+      Key: keys.lease(tenant, plan.unitId),
+      ConditionExpression: condition,
+      UpdateExpression: update,
+      ExpressionAttributeNames: only(names) as Record<string, string>,
+      ExpressionAttributeValues: only(values),
     },
   };
 }
