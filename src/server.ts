@@ -12,7 +12,7 @@ import { metricsOf } from './http/metrics.ts';
 import { consoleLogger, type Logger } from './lib/logger.ts';
 import type { Connection, Context } from './schema/context.ts';
 import { schema } from './schema/index.ts';
-import { responseBudget } from './schema/response-budget.ts';
+import { responseLimit } from './schema/response-limit.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
 import { type Live, startLive } from './streams/live.ts';
@@ -104,7 +104,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const watcher = new StallWatcher({
       runs: stores.runs,
       leases: createShardLeases(storeDeps),
-      holder: config.processId,
+      owner: config.processId,
       intervalMs: config.stallCheckMs,
       log,
     });
@@ -122,7 +122,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       stores,
       live: feeds,
       limits: config.limits,
-      response: responseBudget(config.limits.maxResponseBytes),
+      response: responseLimit(config.limits.maxResponseBytes),
       connection,
     });
     const app = buildApp({

@@ -47,11 +47,11 @@ export const rowExpiry = (untilMs: number, token: number, retentionSeconds: numb
 /** The smallest old token whose successor (old + 1) would outlive the lease's own retention. */
 export const aheadFrom = (untilMs: number, retentionSeconds: number) => Math.floor(untilMs / 1000) + retentionSeconds - TOKEN_EPOCH_S - 1;
 
-/** Who may acquire: the unit is free, its lease ended, or the caller holds it already. One holder at a time. */
+/** Who may acquire: the unit is free, its lease ended, or the caller holds it already. One owner at a time. */
 const mayAcquire: LeaseRule = { any: ['free', 'ended', 'mine'] };
-/** Who may renew: the holder with its token, while the lease is live (once it ran out, another may have it). */
+/** Who may renew: the owner with its token, while the lease is live (once it ran out, another may have it). */
 const mayRenew: LeaseRule = { all: ['present', 'mine', 'sameToken', 'live'] };
-/** Who may release: the holder with its token, live or not. */
+/** Who may release: the owner with its token, live or not. */
 const mayRelease: LeaseRule = { all: ['present', 'mine', 'sameToken'] };
 
 /** What a write does to the row; every write also adds one to its version. */
@@ -141,18 +141,18 @@ export function planAcquire(
   };
 }
 
-/** Extends the holder's live lease to ttlSeconds from `at`. */
+/** Extends the owner's live lease to ttlSeconds from `at`. */
 export function planRenew({ unitId, owner, token, ttlSeconds }: RenewCommand, at: number, retentionSeconds: number): LeasePlan {
   const until = at + ttlSeconds * 1000;
-  return holderPlan('renew', { unitId, owner, token }, at, until, mayRenew, retentionSeconds);
+  return ownerPlan('renew', { unitId, owner, token }, at, until, mayRenew, retentionSeconds);
 }
 
-/** Ends the holder's lease at `at`: the unit is free at once, the token is kept. */
+/** Ends the owner's lease at `at`: the unit is free at once, the token is kept. */
 export function planRelease(command: ReleaseCommand, at: number, retentionSeconds: number): LeasePlan {
-  return holderPlan('release', command, at, at, mayRelease, retentionSeconds);
+  return ownerPlan('release', command, at, at, mayRelease, retentionSeconds);
 }
 
-function holderPlan(
+function ownerPlan(
   operation: 'renew' | 'release',
   { unitId, owner, token }: ReleaseCommand,
   at: number,
@@ -184,14 +184,14 @@ export function outcome(plan: LeasePlan, row: Lease | null): Lease {
   if (!holds(plan.may, row, plan.args)) throw refusal(plan, row);
   if (plan.fits && !holds(plan.fits, row, plan.args)) throw new Error(`the acquire of unit ${plan.unitId} was planned for another token`);
   const { taken, until, token } = plan.change;
-  const holder = taken ?? (row && { unitId: row.unitId, owner: row.owner, acquiredAt: row.acquiredAt.getTime() });
-  if (!holder) throw new Error(`the ${plan.operation} of unit ${plan.unitId} has no row to keep the holder of`);
+  const held = taken ?? (row && { unitId: row.unitId, owner: row.owner, acquiredAt: row.acquiredAt.getTime() });
+  if (!held) throw new Error(`the ${plan.operation} of unit ${plan.unitId} has no row to keep the owner of`);
   const old = row?.token ?? 0;
   return {
-    unitId: holder.unitId,
-    owner: holder.owner,
+    unitId: held.unitId,
+    owner: held.owner,
     token: token === 'floor' ? plan.args.floor : token === 'next' ? old + 1 : old,
-    acquiredAt: new Date(holder.acquiredAt),
+    acquiredAt: new Date(held.acquiredAt),
     expiresAt: new Date(until),
     version: (row?.version ?? 0) + 1,
   };
@@ -223,14 +223,14 @@ export const acquire = (row: Lease | null, command: AcquireCommand, at: number, 
   outcome(planAcquire(command, at, retentionSeconds, row?.token), row);
 
 /**
- * Extends the holder's live lease to ttlSeconds from `at`.
+ * Extends the owner's live lease to ttlSeconds from `at`.
  * @throws LeaseLost unless `owner` holds it with `token`, and it has not run out
  */
 export const renew = (row: Lease | null, command: RenewCommand, at: number, retentionSeconds: number) =>
   outcome(planRenew(command, at, retentionSeconds), row);
 
 /**
- * Ends the holder's lease at `at`: the unit is free at once, the token is kept.
+ * Ends the owner's lease at `at`: the unit is free at once, the token is kept.
  * @throws LeaseLost unless `owner` holds it with `token`
  */
 export const release = (row: Lease | null, command: ReleaseCommand, at: number, retentionSeconds: number) =>

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import type { Limits } from '../domain/limits.ts';
+import { DEFAULT_PAGE_SIZE, type Limits } from '../domain/limits.ts';
 import type { Principal } from '../domain/principal.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Connection, Context } from '../schema/context.ts';
@@ -51,7 +51,7 @@ export interface AppDeps {
   metrics?: () => string;
   /** GET /ready: whether DynamoDB answers now (absent: always ready). */
   ready?: () => Promise<{ ready: boolean; reason?: string; degraded?: string }>;
-  /** Where every connection's send budget adds what it holds (for /metrics). */
+  /** Where every connection's send buffer adds what it holds (for /metrics). */
   sendBuffers?: { held: number };
   /** What each tenant holds open on the other replicas (with Redis): the tenant caps count it too. */
   usageElsewhere?: UsageElsewhere;
@@ -77,9 +77,6 @@ export interface App extends AsyncDisposable {
   /** Closes the streams, stops accepting, and waits (up to `graceMs`) for requests in flight. */
   stop(graceMs?: number): Promise<void>;
 }
-
-/** A connection's page size when it gives none (its cost is counted with it). */
-const DEFAULT_PAGE_SIZE = 50;
 
 export function buildApp(deps: AppDeps): App {
   const { limits, connections, log } = deps;

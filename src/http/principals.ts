@@ -7,7 +7,7 @@ import { GraphQLError } from 'graphql';
 import type { Principal } from '../domain/principal.ts';
 import type { Connection } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
-import { SendBudget } from '../streams/send-budget.ts';
+import { SendBuffer } from '../streams/send-buffer.ts';
 import { bearer } from './api-keys.ts';
 
 /** A request's principal and connection, as yoga's context function receives them. */
@@ -31,13 +31,13 @@ export function socketKey(params: Readonly<Record<string, unknown>> | undefined)
   return bearer(params?.authorization ?? params?.Authorization) ?? (typeof params?.apiKey === 'string' ? params.apiKey : undefined);
 }
 
-/** A new connection's state: its send budget adds what it holds to the process's totals. */
+/** A new connection's state: its send buffer adds what it holds to the process's totals. */
 export const connectionFactory =
   (sendBufferBytes: number, totals?: { held: number }) =>
   (transport: Connection['transport'], address: string): Connection => ({
     transport,
     address,
-    budget: new SendBudget(sendBufferBytes, totals),
+    sendBuffer: new SendBuffer(sendBufferBytes, totals),
   });
 
 export type NewConnection = ReturnType<typeof connectionFactory>;

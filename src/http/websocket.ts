@@ -138,7 +138,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           raw: ctx.extra.request.socket,
           id,
           mask: deps.mask,
-          budget: session.connection.budget,
+          sendBuffer: session.connection.sendBuffer,
           release,
         });
       },

@@ -3,18 +3,11 @@
 import type { Limits } from '../domain/limits.ts';
 import type { Role } from '../domain/principal.ts';
 import type { Budget, DeliveredEvent, Lease, Run, RunClaim, RunStatus } from '../domain/run.ts';
-import type { ReadBudget, Stores } from '../store/index.ts';
-import type { SendBudget } from '../streams/send-budget.ts';
+import type { ResponseLimit, Stores } from '../store/index.ts';
+import type { RunEventsQuery } from '../streams/live.ts';
+import type { SendBuffer } from '../streams/send-buffer.ts';
 
-export interface RunEventsQuery {
-  tenant: string;
-  runId: string;
-  /** Replay from the table after this seq, then live; absent: live from now. */
-  afterSeq?: number;
-  types?: readonly string[];
-  /** The subscriber's connection's send budget. */
-  budget?: SendBudget;
-}
+export type { RunEventsQuery };
 
 /** Subscriptions: ordered, deduplicated feeds of changes. */
 export interface LiveFeeds {
@@ -22,17 +15,17 @@ export interface LiveFeeds {
   runChanged(query: {
     tenant: string;
     runId: string;
-    budget?: SendBudget;
+    sendBuffer?: SendBuffer;
     seen?: { run: number; budget: number; claim?: number };
   }): AsyncIterableIterator<{ run: Run; budget: Budget | null; claim: RunClaim | null }>;
-  leaseChanged(query: { tenant: string; unitId: string; budget?: SendBudget; seen?: number }): AsyncIterableIterator<Lease>;
+  leaseChanged(query: { tenant: string; unitId: string; sendBuffer?: SendBuffer; seen?: number }): AsyncIterableIterator<Lease>;
   /** Every run of the tenant that changes. */
   runsChanged(query: {
     tenant: string;
     status?: RunStatus;
-    budget?: SendBudget;
+    sendBuffer?: SendBuffer;
   }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
-  leasesChanged(query: { tenant: string; budget?: SendBudget }): AsyncIterableIterator<Lease>;
+  leasesChanged(query: { tenant: string; sendBuffer?: SendBuffer }): AsyncIterableIterator<Lease>;
 }
 
 export interface Context {
@@ -44,7 +37,7 @@ export interface Context {
   live: LiveFeeds;
   limits: Limits;
   /** What this request may still read for its response (RUNPLANE_MAX_RESPONSE_BYTES). */
-  response: ReadBudget;
+  response: ResponseLimit;
   /** The API key it presented (revoking the key ends its streams). */
   keyId: string;
   /** The key's name: what the server records as who decided (approvals, cancellations). */
@@ -59,7 +52,7 @@ export interface Connection {
   /** The client's address. */
   address: string;
   /** What the connection's subscriptions may hold (events queued, frames unsent). */
-  budget: SendBudget;
+  sendBuffer: SendBuffer;
   /** SSE: the id of the last event the client got before reconnecting (Last-Event-ID). */
   lastEventId?: string;
 }

@@ -69,7 +69,7 @@ export async function eventPage(parent: RunParent, args: EventPageArgs, { tenant
       forward,
       types,
       consistent: parent.consistent,
-      budget: response,
+      responseLimit: response,
     });
     if (!forward) page.events.reverse();
   }

@@ -83,7 +83,7 @@ builder.queryField('run', (t) =>
     resolve: async (_, args, { tenant, stores, limits, response }, info) => {
       const consistent = args.consistent ?? false;
       const eventLimit = firstEventsWanted(info, limits.maxPageSize);
-      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit, budget: response });
+      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit, responseLimit: response });
       if (!snapshot) return null;
       return {
         run: snapshot.run,

@@ -47,7 +47,7 @@ builder.subscriptionField('runEvents', (t) =>
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
       // An SSE client reconnecting says what it last got; that wins over the afterSeq it repeats.
       const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
-      return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, budget: connection.budget });
+      return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, sendBuffer: connection.sendBuffer });
     },
     resolve: (event: DeliveredEvent) => event,
   }),
@@ -66,7 +66,7 @@ builder.subscriptionField('runChanged', (t) =>
       return live.runChanged({
         tenant,
         runId,
-        budget: connection.budget,
+        sendBuffer: connection.sendBuffer,
         seen: seen ? { run: Number(seen[1]), budget: Number(seen[2]), claim: Number(seen[3] ?? 0) } : undefined,
       });
     },
@@ -81,7 +81,7 @@ builder.subscriptionField('leaseChanged', (t) =>
     args: { unitId: t.arg.id({ required: true }) },
     subscribe: (_, args, { tenant, live, connection }) => {
       const { unitId } = validated({ unitId: id }, args);
-      return live.leaseChanged({ tenant, unitId, budget: connection.budget, seen: resumedSeq(connection.lastEventId) });
+      return live.leaseChanged({ tenant, unitId, sendBuffer: connection.sendBuffer, seen: resumedSeq(connection.lastEventId) });
     },
     resolve: (lease: Lease) => lease,
   }),
@@ -94,7 +94,7 @@ builder.subscriptionField('runsChanged', (t) =>
       'Every run of the tenant, each time it is created or its status or budget changes, by any writer: its new state. Compare version (and budget.version): larger is newer. No current state first: list with `runs`, then apply what comes. A subscriber that stops reading while more than 1000 runs change gets a LIMIT_EXCEEDED error ending the stream: list again and resubscribe.',
     args: { status: t.arg({ type: RunStatusEnum, description: 'Only runs in this status after the change.' }) },
     subscribe: (_, { status }, { tenant, live, connection }) =>
-      live.runsChanged({ tenant, status: status ?? undefined, budget: connection.budget }),
+      live.runsChanged({ tenant, status: status ?? undefined, sendBuffer: connection.sendBuffer }),
     resolve: (change: Pick<RunState, 'run' | 'budget'>) => ({ run: change.run, budget: change.budget, consistent: true }),
   }),
 );
@@ -104,7 +104,7 @@ builder.subscriptionField('leasesChanged', (t) =>
     type: LeaseRef,
     description:
       'Every lease of the tenant, each time it is acquired, renewed or released, by any writer: its new state. Compare version: larger is newer. No current state first: list with `leases`. A subscriber that stops reading while more than 1000 units change gets a LIMIT_EXCEEDED error ending the stream.',
-    subscribe: (_, __, { tenant, live, connection }) => live.leasesChanged({ tenant, budget: connection.budget }),
+    subscribe: (_, __, { tenant, live, connection }) => live.leasesChanged({ tenant, sendBuffer: connection.sendBuffer }),
     resolve: (lease: Lease) => lease,
   }),
 );

@@ -29,10 +29,10 @@ export interface Retention {
   leaseSeconds: number;
 }
 
-/** How much a caller may still read: a request's response budget. */
-export interface ReadBudget {
-  /** @throws once the bytes read pass the budget */
+/** How much a caller may still read: a request's response size limit (RUNPLANE_MAX_RESPONSE_BYTES). */
+export interface ResponseLimit {
+  /** @throws once the bytes read pass the limit */
   spend(bytes: number): void;
-  /** A fresh budget of the same size (each result of a subscription is a response of its own). */
-  fork(): ReadBudget;
+  /** A fresh limit of the same size (each result of a subscription is a response of its own). */
+  fork(): ResponseLimit;
 }

@@ -43,11 +43,11 @@ export function createRecords({ doc, tableName, now }: StoreDeps, ttlSeconds: nu
           requestHash: hash,
           ...(result !== undefined ? { result } : {}),
           [attr.createdAt]: at.toISOString(),
-          [attr.expiresAt]: Math.floor(at.getTime() / 1000) + ttlSeconds,
+          [attr.ttl]: Math.floor(at.getTime() / 1000) + ttlSeconds,
         },
         // The key is free, or its record expired (DynamoDB deletes expired rows late).
-        ConditionExpression: `${conditions.absent} OR #expiresAt <= :nowSeconds`,
-        ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
+        ConditionExpression: `${conditions.absent} OR #ttl <= :nowSeconds`,
+        ExpressionAttributeNames: { '#ttl': attr.ttl },
         ExpressionAttributeValues: { ':nowSeconds': nowSeconds() },
       },
     };
@@ -58,7 +58,7 @@ export function createRecords({ doc, tableName, now }: StoreDeps, ttlSeconds: nu
     const { Item } = await doc.send(
       new GetCommand({ TableName: tableName, Key: keys.idempotency(idem.tenant, idem.key), ConsistentRead: true }),
     );
-    if (!Item || Number(Item[attr.expiresAt] ?? 0) <= nowSeconds()) return undefined;
+    if (!Item || Number(Item[attr.ttl] ?? 0) <= nowSeconds()) return undefined;
     return Item as { requestHash: string; operation: string; result?: string };
   }
 

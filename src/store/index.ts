@@ -8,7 +8,7 @@ import { createLeaseListing, type LeaseListing } from './leases/list.ts';
 import { createRunStore, type RunStore } from './runs/index.ts';
 import { createRunListing, type RunListing } from './runs/list.ts';
 
-export type { ReadBudget, Retention, StoreDeps } from './deps.ts';
+export type { ResponseLimit, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
 export type { BudgetStore, EventStore, LeaseListing, LeaseStore, RunListing, RunStore };
 

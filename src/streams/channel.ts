@@ -1,14 +1,14 @@
 /** A bounded async queue between a feed (pushing) and a subscription (pulling). */
 import { Pullable } from './pullable.ts';
-import type { SendBudget } from './send-budget.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface ChannelOptions<T> {
   /** Most items held; push() refuses beyond it. */
   capacity: number;
-  /** The connection's budget: queued items hold their size in it, and push() refuses what does not fit. */
-  budget?: SendBudget;
+  /** The connection's send buffer: queued items hold their size in it, and push() refuses what does not fit. */
+  sendBuffer?: SendBuffer;
   sizeOf?: (item: T) => number;
-  /** Called when a consumer has pulled the queue empty after a push was refused, once the budget has room. */
+  /** Called when a consumer has pulled the queue empty after a push was refused, once the send buffer has room. */
   onDrained?: () => void;
   /** Called once when the consumer stops (return) or the channel ends. */
   onClose?: () => void;
@@ -16,7 +16,7 @@ export interface ChannelOptions<T> {
 
 export class Channel<T> extends Pullable<T> {
   private readonly queue: T[] = [];
-  /** The size each queued item holds in the budget. */
+  /** The size each queued item holds in the send buffer. */
   private readonly sizes: number[] = [];
   /** What the item last handed to the consumer holds, until it asks for the next (it is being sent meanwhile). */
   private handed = 0;
@@ -30,11 +30,14 @@ export class Channel<T> extends Pullable<T> {
     super(options.onClose);
   }
 
-  /** @returns false when the channel (or the connection's budget) is full: the item was not taken */
+  /** @returns false when the channel (or the connection's send buffer) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
-    const size = this.options.budget ? (this.options.sizeOf?.(item) ?? 0) : 0;
-    if ((!this.waiting && this.queue.length >= this.options.capacity) || (this.options.budget && !this.options.budget.tryHold(size))) {
+    const size = this.options.sendBuffer ? (this.options.sizeOf?.(item) ?? 0) : 0;
+    if (
+      (!this.waiting && this.queue.length >= this.options.capacity) ||
+      (this.options.sendBuffer && !this.options.sendBuffer.tryHold(size))
+    ) {
       this.wasFull = true;
       this.refusedSize = size;
       this.drained();
@@ -51,8 +54,8 @@ export class Channel<T> extends Pullable<T> {
   }
 
   /**
-   * The feed will not push for now (its connection's budget is full): it is told, as after a
-   * refused push, once the queue is empty and the budget has room.
+   * The feed will not push for now (its connection's send buffer is full): it is told, as after a
+   * refused push, once the queue is empty and the send buffer has room.
    */
   stall() {
     if (this.done) return;
@@ -68,7 +71,7 @@ export class Channel<T> extends Pullable<T> {
     this.ending = true;
   }
 
-  /** A next() gets the oldest queued item (what it held in the budget is released at the next next()). */
+  /** A next() gets the oldest queued item (what it held in the send buffer is released at the next next()). */
   protected take(): IteratorResult<T> | undefined {
     this.releaseHanded();
     if (this.queue.length === 0) return undefined;
@@ -85,7 +88,7 @@ export class Channel<T> extends Pullable<T> {
 
   /**
    * After a refused push, the feed is told (never from inside push or next) once the queue is
-   * empty and the budget has room for what was refused.
+   * empty and the send buffer has room for what was refused.
    */
   private drained() {
     if (!this.wasFull || this.queue.length > 0 || this.cancelRoomWait || this.done) return;
@@ -95,8 +98,8 @@ export class Channel<T> extends Pullable<T> {
       this.wasFull = false;
       this.options.onDrained?.();
     };
-    if (this.options.budget) {
-      this.cancelRoomWait = this.options.budget.whenRoom(this.refusedSize, notify);
+    if (this.options.sendBuffer) {
+      this.cancelRoomWait = this.options.sendBuffer.whenRoom(this.refusedSize, notify);
       return;
     }
     let cancelled = false;
@@ -110,13 +113,13 @@ export class Channel<T> extends Pullable<T> {
     if (this.handed === 0) return;
     const size = this.handed;
     this.handed = 0;
-    this.options.budget?.release(size);
+    this.options.sendBuffer?.release(size);
   }
 
   protected cleanUp() {
     this.queue.length = 0;
     this.releaseHanded();
-    for (const size of this.sizes.splice(0)) this.options.budget?.release(size);
+    for (const size of this.sizes.splice(0)) this.options.sendBuffer?.release(size);
     this.cancelRoomWait?.();
     this.cancelRoomWait = undefined;
   }

@@ -13,7 +13,7 @@
  * - live: at the end of the table; each live event is handed out as it comes.
  * - waiting: a hole before something known (in the table or among live events); the table is
  *   looked at again when the look timer fires, and the hole is stepped over after `gapWaitMs`.
- * - behind: the consumer cannot take more (its queue or its connection's send budget is full);
+ * - behind: the consumer cannot take more (its queue or its connection's send buffer is full);
  *   nothing is kept, the table holds it all; reading on once the consumer drains.
  * - ended: the consumer stopped, or the start failed.
  *
@@ -32,7 +32,7 @@ export const Effect = {
   NONE: 0,
   /** Ask the table for the run's last seq; answer `found` or `failed`. */
   FIND_END: 1,
-  /** Read a page from `next` on, unless the send budget is full; answer `page`, `full` or `failed`. */
+  /** Read a page from `next` on, unless the send buffer is full; answer `page`, `full` or `failed`. */
   READ: 2,
   /** Read the stepped-over seqs of `range`; answer `rechecked` or `failed`. */
   RECHECK: 4,
@@ -180,7 +180,7 @@ export class EventFeedMachine {
     return this.current === 'waiting' ? this.read() : Effect.NONE;
   }
 
-  /** The consumer took what was queued after a refusal, and the budget has room again. */
+  /** The consumer took what was queued after a refusal, and the send buffer has room again. */
   drained(): number {
     if (this.current === 'ended' || this.current === 'starting') return Effect.NONE;
     this.recheckDue = this.holes.hasSteppedOver;
@@ -208,7 +208,7 @@ export class EventFeedMachine {
     return Effect.READ;
   }
 
-  /** The send budget was full when the read's turn came: nothing was read. */
+  /** The send buffer was full when the read's turn came: nothing was read. */
   full(): number {
     if (!this.answered('page')) return Effect.NONE;
     return this.fallBehind() | Effect.STALL;

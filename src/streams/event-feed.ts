@@ -10,7 +10,7 @@
  * told when it is stepped over.
  *
  * A consumer that falls behind never makes the feed hold more than its connection's send
- * budget: past it, the feed stops queueing and, once the consumer has drained, reads on from
+ * buffer: past it, the feed stops queueing and, once the consumer has drained, reads on from
  * the table where it stopped (the table is the buffer).
  *
  * What to do when is decided in event-feed-states.ts (its states, without I/O); this file
@@ -23,7 +23,7 @@ import { topics } from './changes.ts';
 import { Channel } from './channel.ts';
 import { Effect, EventFeedMachine } from './event-feed-states.ts';
 import type { Hub } from './hub.ts';
-import { SendBudget } from './send-budget.ts';
+import { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
   hub: Hub;
@@ -33,13 +33,13 @@ export interface EventFeedOptions {
   /** Replay from the table after this seq, then live; absent: live from now. */
   afterSeq?: number;
   types?: readonly string[];
-  /** The connection's send budget (shared with its other subscriptions); absent: one of this feed's own. */
-  budget?: SendBudget;
+  /** The connection's send buffer (shared with its other subscriptions); absent: one of this feed's own. */
+  sendBuffer?: SendBuffer;
   /** How long a hole may stay open before the table is asked (events racing each other usually close it). */
   holeGraceMs?: number;
   /** How long a hole the table cannot fill is waited for before it is stepped over. */
   gapWaitMs?: number;
-  /** Events queued for a slow consumer (within the budget) before the feed stops queueing. */
+  /** Events queued for a slow consumer (within the send buffer) before the feed stops queueing. */
   capacity?: number;
   /** Counts feeds reading from the table because their consumer fell behind (for /metrics). */
   stats?: { lagging: number };
@@ -48,24 +48,24 @@ export interface EventFeedOptions {
 
 /** Events read per table request (DynamoDB also stops a page at 1 MB). */
 const PAGE = 500;
-/** A feed's own budget when its connection gives none. */
-const DEFAULT_BUDGET_BYTES = 1024 * 1024;
+/** A feed's own send buffer when its connection gives none. */
+const DEFAULT_SEND_BUFFER_BYTES = 1024 * 1024;
 
 type Page = Awaited<ReturnType<EventStore['page']>>;
 
 class EventFeed {
   readonly out: Channel<FeedEvent>;
   private readonly machine: EventFeedMachine;
-  private readonly budget: SendBudget;
+  private readonly sendBuffer: SendBuffer;
   private lookTimer: NodeJS.Timeout | undefined;
   private pauseTimer: NodeJS.Timeout | undefined;
   private readonly unsubscribe: () => void;
 
   constructor(private readonly options: EventFeedOptions) {
-    this.budget = options.budget ?? new SendBudget(DEFAULT_BUDGET_BYTES);
+    this.sendBuffer = options.sendBuffer ?? new SendBuffer(DEFAULT_SEND_BUFFER_BYTES);
     this.out = new Channel<FeedEvent>({
       capacity: options.capacity ?? 1000,
-      budget: this.budget,
+      sendBuffer: this.sendBuffer,
       sizeOf: eventBytes,
       onDrained: () => this.perform(this.machine.drained()),
       onClose: () => this.perform(this.machine.close()),
@@ -149,12 +149,12 @@ class EventFeed {
   private read() {
     const { events, tenant, runId } = this.options;
     const after = this.machine.next - 1;
-    const budget = this.budget;
-    budget
+    const sendBuffer = this.sendBuffer;
+    sendBuffer
       .read(async () =>
-        budget.full
+        sendBuffer.full
           ? undefined
-          : events.page({ tenant, runId, after, limit: budget.itemsWithRoom(PAGE), consistent: true, singleRequest: true }),
+          : events.page({ tenant, runId, after, limit: sendBuffer.itemsWithRoom(PAGE), consistent: true, singleRequest: true }),
       )
       .then(this.onPage, this.onFailed);
   }
@@ -164,7 +164,7 @@ class EventFeed {
     const { events, tenant, runId } = this.options;
     const range = this.machine.range;
     if (!range) return;
-    this.budget
+    this.sendBuffer
       .read(() =>
         events.page({ tenant, runId, after: range.from - 1, before: range.to + 1, limit: PAGE, consistent: true, singleRequest: true }),
       )

@@ -3,16 +3,16 @@
  * changes of one key while it waits are merged into one, so a burst on one run costs one
  * slot. Keys waiting are bounded: past `max` the subscriber has fallen too far behind to be
  * told what changed, and the stream fails saying so (its client lists again and resubscribes).
- * While the connection's send budget is full nothing is handed over.
+ * While the connection's send buffer is full nothing is handed over.
  */
 import { Pullable } from './pullable.ts';
-import type { SendBudget } from './send-budget.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface KeyedLatestOptions {
   /** Keys waiting at most; one more fails the stream with `overflow()`. */
   max: number;
   overflow: () => Error;
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
   onClose?: () => void;
 }
 
@@ -64,8 +64,8 @@ export class KeyedLatest<V> extends Pullable<{ key: string; value: V }> {
 
   private handOver() {
     if (!this.waiting || this.pending.size === 0 || this.cancelRoomWait) return;
-    if (this.options.budget?.full) {
-      this.cancelRoomWait = this.options.budget.whenRoom(1, () => {
+    if (this.options.sendBuffer?.full) {
+      this.cancelRoomWait = this.options.sendBuffer.whenRoom(1, () => {
         this.cancelRoomWait = undefined;
         this.handOver();
       });

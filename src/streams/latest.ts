@@ -1,14 +1,14 @@
 /**
  * The newest state of something, for one subscriber: an older state is worthless once a
- * newer one exists, so at most one waits here. While the connection's send budget is full
+ * newer one exists, so at most one waits here. While the connection's send buffer is full
  * nothing is handed over (the subscriber gets the newest state once there is room), so a
  * client that stops reading holds one state here however often the state changes.
  */
 import { Pullable } from './pullable.ts';
-import type { SendBudget } from './send-budget.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface LatestOptions {
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
   /** Called once when the consumer stops (return) or the stream ends. */
   onClose?: () => void;
 }
@@ -34,7 +34,7 @@ export class Latest<T> extends Pullable<T> {
     this.ending = true;
   }
 
-  /** A next() waits for the newest state, handed over once the budget has room. */
+  /** A next() waits for the newest state, handed over once the send buffer has room. */
   protected take() {
     return undefined;
   }
@@ -45,8 +45,8 @@ export class Latest<T> extends Pullable<T> {
 
   private handOver() {
     if (!this.waiting || !this.newest || this.cancelRoomWait) return;
-    if (this.options.budget?.full) {
-      this.cancelRoomWait = this.options.budget.whenRoom(1, () => {
+    if (this.options.sendBuffer?.full) {
+      this.cancelRoomWait = this.options.sendBuffer.whenRoom(1, () => {
         this.cancelRoomWait = undefined;
         this.handOver();
       });

@@ -24,7 +24,7 @@ export interface LiveOptions {
 }
 
 /** What a runEvents subscription asks for. */
-export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types' | 'budget'>;
+export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types' | 'sendBuffer'>;
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 

@@ -23,7 +23,7 @@ export interface StallWatcherOptions {
   runs: Pick<RunStore, 'stall' | 'expiredClaims' | 'unlistClaim' | 'head'>;
   leases: ShardLeases;
   /** This replica's name in the lease row. */
-  holder: string;
+  owner: string;
   intervalMs: number;
   log: Logger;
   now?: () => number;
@@ -57,13 +57,13 @@ export class StallWatcher {
 
   /** Takes or keeps the watcher's lease (three intervals long); whether this replica holds it. */
   private async hold() {
-    const { leases, holder, intervalMs } = this.options;
+    const { leases, owner, intervalMs } = this.options;
     const ttlSeconds = Math.max(2, Math.ceil((3 * intervalMs) / 1000));
     if (this.lease) this.lease = await leases.hold({ lease: this.lease, ttlSeconds });
     if (!this.lease) {
       const row = await leases.read(WATCHER_UNIT);
       const now = (this.options.now ?? Date.now)();
-      if (!heldByOther(row, holder, now)) this.lease = await leases.acquire(WATCHER_UNIT, holder, ttlSeconds, row);
+      if (!heldByOther(row, owner, now)) this.lease = await leases.acquire(WATCHER_UNIT, owner, ttlSeconds, row);
     }
     return this.lease !== null;
   }

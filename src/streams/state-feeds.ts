@@ -10,7 +10,7 @@ import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
 import type { Hub } from './hub.ts';
 import { Latest } from './latest.ts';
-import type { SendBudget } from './send-budget.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface RunState {
   run: Run;
@@ -32,7 +32,7 @@ const newer = (candidate: { version: number } | null | undefined, current: { ver
 export interface RunFeedQuery {
   tenant: string;
   runId: string;
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
   /** The versions the subscriber already has (an SSE client resuming): the current state comes first only if newer. */
   seen?: { run: number; budget: number; claim?: number };
 }
@@ -40,7 +40,7 @@ export interface RunFeedQuery {
 export interface LeaseFeedQuery {
   tenant: string;
   unitId: string;
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
   /** The lease version the subscriber already has. */
   seen?: number;
 }
@@ -48,12 +48,12 @@ export interface LeaseFeedQuery {
 /** Status and budget changes of a run, as its whole latest state. */
 export function runFeed(
   { hub, stores, onError }: FeedDeps,
-  { tenant, runId, budget: sendBudget, seen }: RunFeedQuery,
+  { tenant, runId, sendBuffer, seen }: RunFeedQuery,
 ): AsyncIterableIterator<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
   let claim: RunClaim | null = null;
-  const out = new Latest<RunState>({ budget: sendBudget, onClose: () => unsubscribe() });
+  const out = new Latest<RunState>({ sendBuffer, onClose: () => unsubscribe() });
   const emit = () => {
     if (run) out.push({ run, budget, claim });
   };
@@ -133,10 +133,10 @@ export function runFeed(
 /** Changes of a unit's lease. */
 export function leaseFeed(
   { hub, stores, onError }: FeedDeps,
-  { tenant, unitId, budget, seen }: LeaseFeedQuery,
+  { tenant, unitId, sendBuffer, seen }: LeaseFeedQuery,
 ): AsyncIterableIterator<Lease> {
   let lease: Lease | null = null;
-  const out = new Latest<Lease>({ budget, onClose: () => unsubscribe() });
+  const out = new Latest<Lease>({ sendBuffer, onClose: () => unsubscribe() });
   let ready = false;
   let rereading: Promise<unknown> | undefined;
   const early: Lease[] = [];

@@ -11,7 +11,7 @@ import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
 import type { Hub } from './hub.ts';
 import { KeyedLatest } from './keyed-latest.ts';
-import type { SendBudget } from './send-budget.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 /** Runs (or units) with a change waiting for one subscriber; one more fails its stream (FellBehind). */
 export const MAX_WAITING_CHANGES = 1000;
@@ -30,7 +30,7 @@ export interface RunsFeedQuery {
   tenant: string;
   /** Only runs in this status after the change. */
   status?: RunStatus;
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
 }
 
 /** A run's new state. */
@@ -49,7 +49,7 @@ export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: Feed
   const sent = remembered();
   const queue = new KeyedLatest<Waiting>({
     max: maxWaiting,
-    budget: query.budget,
+    sendBuffer: query.sendBuffer,
     overflow: () => new FellBehind('runs', maxWaiting),
     onClose: () => unsubscribe(),
   });
@@ -105,14 +105,14 @@ export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: Feed
 
 export interface LeasesFeedQuery {
   tenant: string;
-  budget?: SendBudget;
+  sendBuffer?: SendBuffer;
 }
 
 export function leasesFeed({ hub, maxWaiting = MAX_WAITING_CHANGES }: Omit<FeedDeps, 'stores'>, query: LeasesFeedQuery) {
   const sent = remembered();
   const queue = new KeyedLatest<Lease>({
     max: maxWaiting,
-    budget: query.budget,
+    sendBuffer: query.sendBuffer,
     overflow: () => new FellBehind('leases', maxWaiting),
     onClose: () => unsubscribe(),
   });

@@ -38,8 +38,8 @@ export const attr = {
   checkpoint: 'checkpoint',
   /** A stream shard's lease row: the shard was read to its end (its children may start). */
   drained: 'drained',
-  /** The table's TTL attribute, epoch seconds. */
-  expiresAt: 'expiresAt',
+  /** The table's TTL attribute, epoch seconds (stored as `expiresAt`; a lease's or claim's end is another thing: leaseUntil, claimUntil). */
+  ttl: 'expiresAt',
   /** A run claim's holder. */
   holder: 'holder',
   /** A run claim's end in epoch milliseconds (conditions compare it with the clock). */

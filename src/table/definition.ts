@@ -9,7 +9,7 @@ export const indexes = {
   runsByStatus: { name: 'runsByStatus', pk: 'gsi2pk', sk: 'gsi2sk' },
 } as const;
 
-export const TTL_ATTRIBUTE = attr.expiresAt;
+export const TTL_ATTRIBUTE = attr.ttl;
 
 export function tableDefinition(tableName: string): CreateTableCommandInput {
   const index = ({ name, pk, sk }: (typeof indexes)[keyof typeof indexes]) => ({

@@ -121,7 +121,7 @@ async function put(tenant: string, unitId: string, row: Given) {
         [attr.acquiredAt]: new Date(AT - 60_000).toISOString(),
         [attr.leaseUntil]: until,
         [attr.version]: 3,
-        [attr.expiresAt]: rowExpiry(until, row.token, RETENTION_S),
+        [attr.ttl]: rowExpiry(until, row.token, RETENTION_S),
       },
     }),
   );

@@ -430,7 +430,7 @@ const rows: Row[] = [
   { given: 'waiting: 5 seen, 3 missing', when: failed, state: 'waiting', effects: ['REPORT'] },
   { given: 'waiting: 5 seen, 3 missing', when: close, state: 'ended', pending: [], effects: ['END'] },
 
-  // Behind: the consumer's queue or budget is full; the table holds the rest.
+  // Behind: the consumer's queue or send buffer is full; the table holds the rest.
   { given: 'behind at 3', when: event(3), state: 'behind', next: 3, handed: [] },
   { given: 'behind at 3', when: drained, state: 'reading', next: 3, effects: ['READ', 'CAUGHT_UP'] },
   { given: 'behind at 5, late 3 refused', when: drained, state: 'reading', next: 5, effects: ['RECHECK', 'CAUGHT_UP'], range: '3-3' },

@@ -11,10 +11,10 @@
  * 3. Write: SSE through yoga's `onResultProcess` (sse.ts); WebSocket through graphql-ws's
  *    `onOperation` hook, which hands graphql-ws the handle of socket-frames.ts: it writes each
  *    result's shared serialization as the `next` frame and holds its bytes in the connection's
- *    send budget until the socket took them.
+ *    send buffer until the socket took them.
  *
- * Back-pressure is the feeds': they hand over an event only while the connection's send budget
- * has room (streams/send-budget.ts), so nothing here queues.
+ * Back-pressure is the feeds': they hand over an event only while the connection's send buffer
+ * has room (streams/send-buffer.ts), so nothing here queues.
  */
 export { sharedDelivery, sharedExecution } from './shared-execution.ts';
 export { deliverOverSocket, nextFrame, type SocketSubscription } from './socket-frames.ts';

@@ -48,7 +48,7 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
     const byKey = results.get(payload) ?? results.set(payload, new Map());
     let result = byKey.get(key);
     if (!result) {
-      // Each event's result is a response of its own: it gets a whole response budget.
+      // Each event's result is a response of its own: it gets a whole response size limit.
       result = remember(
         execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
         payload,

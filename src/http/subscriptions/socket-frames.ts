@@ -10,14 +10,14 @@
  * masked, and it sends the `error` frame. test/http/socket-frames.test.ts fails if graphql-ws
  * changes the frame it writes or how it ends an operation.
  *
- * Every frame holds its size in the connection's send budget until the socket has taken it;
- * while the budget is full the feeds of the socket hand over nothing more, so a client that
- * stops reading costs the budget and no more (its feeds read on from the table later).
+ * Every frame holds its size in the connection's send buffer until the socket has taken it;
+ * while the send buffer is full the feeds of the socket hand over nothing more, so a client that
+ * stops reading costs the send buffer and no more (its feeds read on from the table later).
  */
 import type { Socket } from 'node:net';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
-import type { SendBudget } from '../../streams/send-budget.ts';
+import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
 import { resultJson } from './shared-execution.ts';
 
@@ -40,7 +40,7 @@ export interface SocketSubscription {
   raw: Socket;
   id: string;
   mask: Mask;
-  budget: SendBudget;
+  sendBuffer: SendBuffer;
   /** Gives the subscription's place back (caps per connection and tenant), however it ends. */
   release: () => void;
 }
@@ -48,7 +48,7 @@ export interface SocketSubscription {
 /** Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's handle on it. */
 export function deliverOverSocket(
   results: AsyncIterable<ExecutionResult>,
-  { socket, raw, id, mask, budget, release }: SocketSubscription,
+  { socket, raw, id, mask, sendBuffer, release }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
   const open = () => socket.readyState === socket.OPEN;
@@ -57,14 +57,14 @@ export function deliverOverSocket(
   const delivered = (async () => {
     try {
       for (;;) {
-        // The feed hands over an event only while the budget has room for it (the frames below hold it).
+        // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
         const item = await source.next();
         if (item.done || stopped || !open()) break;
         const frame = nextFrame(id, resultJson(item.value, mask));
         const bytes = frame.length;
-        budget.hold(bytes);
+        sendBuffer.hold(bytes);
         corked(raw);
-        socket.send(frame, () => budget.release(bytes));
+        socket.send(frame, () => sendBuffer.release(bytes));
       }
     } catch (err) {
       // A reader that went away mid-write is an ordinary end, not a failure to report.

@@ -3,7 +3,7 @@ import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
 import { attr, eventBytes, toEvent } from '../../table/codec.ts';
 import { eventSk, keys } from '../../table/keys.ts';
-import type { ReadBudget, StoreDeps } from '../deps.ts';
+import type { ResponseLimit, StoreDeps } from '../deps.ts';
 import { queryPages } from '../query-pages.ts';
 
 export interface EventPageQuery {
@@ -21,7 +21,7 @@ export interface EventPageQuery {
   /** Stop after one DynamoDB request (at most 1 MB read), even with fewer events than `limit`. */
   singleRequest?: boolean;
   /** Charged with the size of what is read, before more is read (throws when it is spent). */
-  budget?: ReadBudget;
+  responseLimit?: ResponseLimit;
 }
 
 /** The Query key condition for a run's events with sort keys from `from` to `to` (all of them by default). */
@@ -49,7 +49,7 @@ function typeFilter(types: readonly string[] | undefined) {
 
 /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
 export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery) {
-  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, budget } = query;
+  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, responseLimit } = query;
   const from = eventSk(Math.min((after ?? 0) + 1, MAX_INT));
   const to = eventSk(Math.max((before ?? MAX_INT + 1) - 1, 0));
   const events: RunEvent[] = [];
@@ -70,7 +70,7 @@ export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPage
   for await (const page of pages) {
     const read = (page.Items ?? []).map(toEvent);
     // What the page will hand back is charged (the one read past `limit` only tells whether more follow).
-    budget?.spend(read.slice(0, Math.max(0, limit - events.length)).reduce((bytes, event) => bytes + eventBytes(event), 0));
+    responseLimit?.spend(read.slice(0, Math.max(0, limit - events.length)).reduce((bytes, event) => bytes + eventBytes(event), 0));
     events.push(...read);
     more = page.LastEvaluatedKey !== undefined;
     if (events.length > limit || singleRequest) break;

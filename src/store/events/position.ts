@@ -61,8 +61,8 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
         TableName: tableName,
         Key: keys.run(tenant, runId),
         ConsistentRead: true,
-        ProjectionExpression: 'pk, #expiresAt',
-        ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
+        ProjectionExpression: 'pk, #ttl',
+        ExpressionAttributeNames: { '#ttl': attr.ttl },
       }),
     );
     // A finished run past its retention is gone, though DynamoDB deletes it late.

@@ -3,7 +3,7 @@
  * row as read and conditioned also on that row's version, beside the key's claim in one
  * transaction. The plan's outcome on the row read is then exactly what the write leaves, so
  * the result is known before the write and stored with the claim. (A result read back
- * afterwards could already be a later holder's lease.)
+ * afterwards could already be a later owner's lease.)
  */
 import { Contention } from '../../domain/errors.ts';
 import { type LeasePlanner, outcome } from '../../domain/lease.ts';

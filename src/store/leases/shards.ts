@@ -1,7 +1,7 @@
 /**
  * Stream shards held by server replicas, on the same lease primitive as units of work: a
  * system lease row per shard (`_sys#unit#<shardId>`), whose fencing token guards the
- * shard's checkpoint kept in the same row. Only the live holder with its token moves the
+ * shard's checkpoint kept in the same row. Only the live owner with its token moves the
  * checkpoint, so a replica that stalled past its lease (and may have been replaced) can
  * neither move it nor call the shard drained.
  */
@@ -15,7 +15,7 @@ import { ConditionFailed, rowAfter, write } from '../write.ts';
 import { type LeaseUpdateOptions, leaseUpdate } from './writes.ts';
 
 export interface ShardLease extends Lease {
-  /** Sequence number of the last record the holders handed on (absent: none yet). */
+  /** Sequence number of the last record the owners handed on (absent: none yet). */
   checkpoint?: string;
   /** The shard was read to its end. */
   drained: boolean;
@@ -67,10 +67,10 @@ export function createShardLeases(deps: StoreDeps) {
       apply(planAcquire({ unitId: shardId, owner, ttlSeconds }, now().getTime(), retention.leaseSeconds, seen?.token)),
 
     /**
-     * The holder renews, hands back or finishes the shard, keeping its checkpoint: a renewal by
-     * the lease rules (only the live holder with its own token: after expiry another replica may
-     * hold the shard, or be about to, and a stale holder must not move its checkpoint).
-     * @returns the row after, or null when the lease is no longer this holder's (lost: stop reading)
+     * The owner renews, hands back or finishes the shard, keeping its checkpoint: a renewal by
+     * the lease rules (only the live owner with its own token: after expiry another replica may
+     * hold the shard, or be about to, and a stale owner must not move its checkpoint).
+     * @returns the row after, or null when the lease is no longer this owner's (lost: stop reading)
      */
     hold: ({ lease: { unitId, owner, token }, checkpoint, ttlSeconds, drained }: HolderWrite): Promise<ShardLease | null> =>
       apply(planRenew({ unitId, owner, token, ttlSeconds }, now().getTime(), retention.leaseSeconds), { checkpoint, drained }),

@@ -39,7 +39,7 @@ const names: Record<string, string> = {
   '#leaseUntil': attr.leaseUntil,
   '#token': attr.token,
   '#version': attr.version,
-  '#expiresAt': attr.expiresAt,
+  '#ttl': attr.ttl,
   '#checkpoint': attr.checkpoint,
   '#drained': attr.drained,
 };
@@ -56,7 +56,7 @@ export interface LeaseUpdateOptions {
    * absent (null). Undefined: the plan's rule alone decides (the plain path).
    */
   seen?: Lease | null;
-  /** A stream shard's holder keeps its position in the lease row (store/leases/shards.ts). */
+  /** A stream shard's owner keeps its position in the lease row (store/leases/shards.ts). */
   shard?: { checkpoint?: string; drained?: boolean };
 }
 
@@ -74,13 +74,13 @@ export function leaseUpdate(tableName: string, tenant: string, plan: LeasePlan, 
   if (change.forgetAt === 'afterToken') {
     if (change.token === 'floor') throw new Error(`the acquire of unit ${plan.unitId}: a token at the floor has a TTL of its own`);
     // Read from the old token: the new one (old, or old + 1) plus the epoch and one.
-    sets.push('#expiresAt = #token + :pastToken');
-  } else sets.push('#expiresAt = :ttl');
+    sets.push('#ttl = #token + :pastToken');
+  } else sets.push('#ttl = :ttl');
   if (shard?.checkpoint !== undefined) sets.push('#checkpoint = :checkpoint');
   if (shard?.drained) sets.push('#drained = :drained');
 
   const condition = [
-    // Who may: one holder at a time; only the holder, with its token, renews or releases.
+    // Who may: one owner at a time; only the owner, with its token, renews or releases.
     leaseCondition(plan.may),
     // The token's case: the token only grows, and the row outlives every token it gave out.
     ...(plan.fits ? [leaseCondition(plan.fits)] : []),

@@ -85,13 +85,13 @@ export function claimEnd(
     Update: {
       TableName: tableName,
       Key: keys.claim(tenant, runId),
-      UpdateExpression: `SET #claimUntil = :endAt${expires !== undefined ? ', #expiresAt = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
+      UpdateExpression: `SET #claimUntil = :endAt${expires !== undefined ? ', #ttl = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
       ...(guard ? { ConditionExpression: guard.condition } : {}),
       ExpressionAttributeNames: {
         '#claimUntil': names['#claimUntil'],
         '#version': names['#version'],
         ...(guard ? { '#token': names['#token'] } : {}),
-        ...(expires !== undefined ? { '#expiresAt': attr.expiresAt } : {}),
+        ...(expires !== undefined ? { '#ttl': attr.ttl } : {}),
       },
       ExpressionAttributeValues: {
         ':endAt': at,

@@ -24,10 +24,10 @@ export function createEventExpiry({ doc, tableName, log = consoleLogger }: Store
         new UpdateCommand({
           TableName: tableName,
           Key: key,
-          UpdateExpression: 'SET #expiresAt = :expires',
+          UpdateExpression: 'SET #ttl = :expires',
           // Only a row still there: a stamp must not bring back an event as a bare key.
           ConditionExpression: conditions.present,
-          ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
+          ExpressionAttributeNames: { '#ttl': attr.ttl },
           ExpressionAttributeValues: { ':expires': expiresAt },
         }),
       )

@@ -4,7 +4,7 @@ import { RunNotFound } from '../../domain/errors.ts';
 import type { Budget, Run, RunClaim, RunEvent } from '../../domain/run.ts';
 import { eventBytes, type Item, toBudget, toClaim, toEvent, toRun } from '../../table/codec.ts';
 import { keys, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK } from '../../table/keys.ts';
-import type { ReadBudget, StoreDeps } from '../deps.ts';
+import type { ResponseLimit, StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
 
 /** A run as one Query on its partition finds it. */
@@ -22,7 +22,7 @@ export interface RunSnapshot {
 export interface SnapshotOptions {
   consistent?: boolean;
   eventLimit: number;
-  budget?: ReadBudget;
+  responseLimit?: ResponseLimit;
 }
 
 export function createRunReads({ doc, tableName, now }: StoreDeps) {
@@ -36,7 +36,7 @@ export function createRunReads({ doc, tableName, now }: StoreDeps) {
   }
 
   /** Metadata, budget and up to `eventLimit` first events, from ONE Query; null when the run does not exist. */
-  async function snapshot(tenant: string, runId: string, { consistent = false, eventLimit, budget: readBudget }: SnapshotOptions) {
+  async function snapshot(tenant: string, runId: string, { consistent = false, eventLimit, responseLimit }: SnapshotOptions) {
     const { Items = [], LastEvaluatedKey } = await doc.send(
       new QueryCommand({
         TableName: tableName,
@@ -52,7 +52,7 @@ export function createRunReads({ doc, tableName, now }: StoreDeps) {
     const budget = Items.find((item) => item.sk === RUN_BUDGET_SK);
     const claim = toClaim(Items.find((item) => item.sk === RUN_CLAIM_SK));
     const events = Items.filter((item) => String(item.sk).startsWith('evt#')).map(toEvent);
-    readBudget?.spend(events.slice(0, eventLimit).reduce((bytes, event) => bytes + eventBytes(event), 0));
+    responseLimit?.spend(events.slice(0, eventLimit).reduce((bytes, event) => bytes + eventBytes(event), 0));
     return {
       run: toRun(metaRow),
       budget: budget ? toBudget(budget) : null,

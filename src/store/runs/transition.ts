@@ -42,16 +42,16 @@ export function metaUpdate(
       ConditionExpression: [
         conditions.present,
         conditions.statusIs,
-        '(attribute_not_exists(#expiresAt) OR #expiresAt > :nowSeconds)',
+        '(attribute_not_exists(#ttl) OR #ttl > :nowSeconds)',
         ...(versioned ? ['#version = :expectedVersion'] : []),
       ].join(' AND '),
-      UpdateExpression: `SET #status = :to, #updatedAt = :now, gsi2pk = :listing, #writeId = :writeId${expires !== undefined ? ', #expiresAt = :expires' : ''} ADD #version :one`,
+      UpdateExpression: `SET #status = :to, #updatedAt = :now, gsi2pk = :listing, #writeId = :writeId${expires !== undefined ? ', #ttl = :expires' : ''} ADD #version :one`,
       ExpressionAttributeNames: {
         '#status': attr.status,
         '#updatedAt': attr.updatedAt,
         '#version': attr.version,
         '#writeId': attr.writeId,
-        '#expiresAt': attr.expiresAt,
+        '#ttl': attr.ttl,
       },
       ExpressionAttributeValues: {
         ':from': from,
@@ -76,8 +76,8 @@ export function budgetExpiry(tableName: string, { tenant, runId }: Transition, e
       Key: keys.budget(tenant, runId),
       // Only the run's own budget row: a TTL must not create a row for a run that has none.
       ConditionExpression: conditions.present,
-      UpdateExpression: 'SET #expiresAt = :expires',
-      ExpressionAttributeNames: { '#expiresAt': attr.expiresAt },
+      UpdateExpression: 'SET #ttl = :expires',
+      ExpressionAttributeNames: { '#ttl': attr.ttl },
       ExpressionAttributeValues: { ':expires': expires },
     },
   };

@@ -4,7 +4,7 @@
  * fills it; its feeds then stop queueing and read on from the table once it has drained
  * (the table is the buffer), so a slow or dead reader costs this bound and no more.
  */
-export class SendBudget {
+export class SendBuffer {
   private held = 0;
   private readonly roomWaiters = new Map<() => void, number>();
   private readers = 0;
@@ -14,13 +14,13 @@ export class SendBudget {
 
   /**
    * @param limit bytes held at most (one item is always let through when nothing is held,
-   *   so an event larger than the budget still reaches a client that reads)
+   *   so an event larger than the buffer still reaches a client that reads)
    * @param concurrentReads table reads its feeds may have in flight at once: each holds up to
    *   a page (1 MB) until its events are queued or dropped
    */
   constructor(
     readonly limit: number,
-    /** Where every budget of the process adds what it holds (for /metrics). */
+    /** Where every send buffer of the process adds what it holds (for /metrics). */
     private readonly totals: { held: number } = { held: 0 },
     private readonly concurrentReads = 2,
   ) {}

@@ -1,10 +1,10 @@
 /** How much one request may read for its response: refused once reached, before more is read. */
 import { GraphQLError } from 'graphql';
-import type { ReadBudget } from '../store/index.ts';
+import type { ResponseLimit } from '../store/index.ts';
 import { codes } from './error-codes.ts';
 
 /** A class, not closures: a subscription forks one for every event it delivers. */
-class ResponseBudget implements ReadBudget {
+class ResponseSizeLimit implements ResponseLimit {
   private spent = 0;
 
   constructor(private readonly maxBytes: number) {}
@@ -19,9 +19,9 @@ class ResponseBudget implements ReadBudget {
     }
   }
 
-  fork(): ReadBudget {
-    return new ResponseBudget(this.maxBytes);
+  fork(): ResponseLimit {
+    return new ResponseSizeLimit(this.maxBytes);
   }
 }
 
-export const responseBudget = (maxBytes: number): ReadBudget => new ResponseBudget(maxBytes);
+export const responseLimit = (maxBytes: number): ResponseLimit => new ResponseSizeLimit(maxBytes);
