@@ -10,8 +10,10 @@ import {
   DEFAULT_RUN_RETENTION_DAYS,
   ID_PATTERN,
   type Limits,
+  MAX_INT,
   MAX_PAYLOAD_BYTES_LIMIT,
 } from './domain/limits.ts';
+import { DEFAULT_MAX_OUTPUT_LENGTH, DEFAULT_OUTPUT_FLUSH_BYTES, DEFAULT_OUTPUT_FLUSH_MS, MAX_CHUNK_BYTES } from './domain/output.ts';
 import { parseKeys } from './http/api-keys.ts';
 import { isOrigin } from './http/browsers.ts';
 import type { ConnectionLimits } from './http/connections.ts';
@@ -121,6 +123,9 @@ const env = z.object({
   RUNPLANE_WS_PING_SECONDS: whole(1, 3600).default(12),
   RUNPLANE_GAP_WAIT_SECONDS: whole(1, 86_400).default(30),
   RUNPLANE_STALL_CHECK_SECONDS: whole(1, 3600).default(5),
+  RUNPLANE_OUTPUT_FLUSH_MS: whole(1, 60_000).default(DEFAULT_OUTPUT_FLUSH_MS),
+  RUNPLANE_OUTPUT_FLUSH_BYTES: whole(1, MAX_CHUNK_BYTES).default(DEFAULT_OUTPUT_FLUSH_BYTES),
+  RUNPLANE_MAX_OUTPUT_LENGTH: whole(1, MAX_INT).default(DEFAULT_MAX_OUTPUT_LENGTH),
   RUNPLANE_REDIS_URL: z
     .string()
     .url('must be a URL such as redis://127.0.0.1:6379')
@@ -161,6 +166,8 @@ export interface Config {
   readonly gapWaitMs: number;
   /** How often the stall watcher looks for claims that ran out. */
   readonly stallCheckMs: number;
+  /** Live output: stored at most every flushMs or flushBytes per stream; a stream at most maxLength code points. */
+  readonly output: { flushMs: number; flushBytes: number; maxLength: number };
   /** This process's name as a holder of system leases (the stall watcher's). */
   readonly processId: string;
   readonly retention: { readonly idempotencySeconds: number; readonly finishedRunSeconds: number; readonly leaseSeconds: number };
@@ -262,6 +269,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     },
     gapWaitMs: e.RUNPLANE_GAP_WAIT_SECONDS * 1000,
     stallCheckMs: e.RUNPLANE_STALL_CHECK_SECONDS * 1000,
+    output: { flushMs: e.RUNPLANE_OUTPUT_FLUSH_MS, flushBytes: e.RUNPLANE_OUTPUT_FLUSH_BYTES, maxLength: e.RUNPLANE_MAX_OUTPUT_LENGTH },
     processId: replicaId,
     retention: {
       idempotencySeconds: e.RUNPLANE_IDEMPOTENCY_TTL_HOURS * 3600,

@@ -16,6 +16,7 @@ import { responseLimit } from './schema/response-limit.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
 import { type Live, startLive } from './streams/live.ts';
+import { createOutputWriter, type OutputWriter } from './streams/output-writer.ts';
 import { StallWatcher } from './streams/stall-watcher.ts';
 import { type Clients, createClients } from './table/client.ts';
 import { ensureTable } from './table/ensure.ts';
@@ -33,6 +34,8 @@ export interface RunningServer extends AsyncDisposable {
   live: Live;
   /** The stores (their writes publish to subscribers as they land; tests wait on their background work). */
   stores: Stores;
+  /** Live output's writing side (tests read what waits to be stored). */
+  output: OutputWriter;
   /** Finds claimed runs whose claim ran out (one replica watches at a time). */
   watcher: StallWatcher;
   clients: Clients;
@@ -72,6 +75,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     inProcess: engine?.answer,
   });
   let live: Live | undefined;
+  // Declared before live starts (its feeds ask for output waiting here), made once the stores are.
+  let output: OutputWriter | undefined;
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable, log });
@@ -93,6 +98,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       poll: options.poll,
       log,
       gapWaitMs: config.gapWaitMs,
+      outputWaiting: (tenant, runId, stream) => output?.waitingOf(tenant, runId, stream),
+      // Live output ahead of a reader is usually text another server stores within a flush.
+      outputGapMs: config.output.flushMs + 100,
       replicas: config.replicas && {
         ...config.replicas,
         tableName: config.table,
@@ -101,6 +109,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       },
     });
     // One watcher per table finds the claimed runs whose worker is gone (its writes publish: subscribers hear of it at once).
+    const writer = createOutputWriter({
+      store: stores.outputs,
+      claimOf: async (tenant, runId) => (await stores.runs.head(tenant, runId))?.claim ?? null,
+      publish: (change) => live?.publish(change),
+      ...config.output,
+      log,
+    });
+    output = writer;
     const watcher = new StallWatcher({
       runs: stores.runs,
       leases: createShardLeases(storeDeps),
@@ -121,6 +137,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       keyName: name,
       stores,
       live: feeds,
+      output: writer,
       limits: config.limits,
       response: responseLimit(config.limits.maxResponseBytes),
       connection,
@@ -162,6 +179,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         feeds.endSubscriptions();
         await app.stop();
         await watcher.stop();
+        // Output accepted and not stored yet is stored before the table's clients go.
+        await writer.flushAll().catch((err) => log.error('storing waiting output at shutdown failed', err));
         await stores.runs.settled();
         await feeds.stop();
         clients.destroy();
@@ -176,6 +195,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       engine,
       live,
       stores,
+      output: writer,
       watcher,
       clients,
       tableCreated,

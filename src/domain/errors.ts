@@ -139,6 +139,43 @@ export class ClaimLost extends DomainError {
   }
 }
 
+/** An output write at an offset the stream does not continue from (taken by other text, past its end, or after it closed). */
+export class OffsetConflict extends DomainError {
+  constructor(
+    readonly runId: string,
+    readonly stream: string,
+    /** The stream's length now (code points): the next write goes at this offset. */
+    readonly length: number,
+    why: 'taken' | 'gap' | 'final',
+    offset: number,
+  ) {
+    super(
+      why === 'final'
+        ? `output stream ${stream} of run ${runId} is final (${length} code points): nothing more can be written`
+        : why === 'gap'
+          ? `offset ${offset} of output stream ${stream} of run ${runId} would leave a gap: the stream is ${length} code points long, so the next write goes at ${length}`
+          : `offset ${offset} of output stream ${stream} of run ${runId} holds other text: the stream is ${length} code points long`,
+    );
+  }
+}
+
+/** An output write that would make its stream longer than the cap (RUNPLANE_MAX_OUTPUT_LENGTH). */
+export class OutputTooLong extends DomainError {
+  constructor(
+    readonly stream: string,
+    readonly limit: number,
+  ) {
+    super(`output stream ${stream} may hold at most ${limit} code points (RUNPLANE_MAX_OUTPUT_LENGTH): nothing was written`);
+  }
+}
+
+/** Output waits to be stored past what the server holds (DynamoDB is not taking it): retry once it drains. */
+export class OutputBacklog extends DomainError {
+  constructor(readonly stream: string) {
+    super(`output stream ${stream} has more text waiting to be stored than the server holds; retry in a moment`);
+  }
+}
+
 export class IdempotencyConflict extends DomainError {
   constructor(
     readonly key: string,

@@ -88,7 +88,8 @@ export function buildApp(deps: AppDeps): App {
     maxCost: limits.maxQueryCost,
     maxPageSize: limits.maxPageSize,
     defaultPageSize: DEFAULT_PAGE_SIZE,
-    weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024) },
+    // Sized by what they may hold: a payload per KB of its limit; a page of output text (about 1 MB) likewise.
+    weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024), 'Run.output': 1024 },
   };
   const mask = maskError((err) => log.error('unexpected error', err), deps.availabilityOf);
   const newConnection = connectionFactory(connections.sendBufferBytes, deps.sendBuffers);

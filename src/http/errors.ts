@@ -5,7 +5,7 @@
  */
 import { GraphQLError } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
-import { ChangesLost, Contention, FellBehind, InvalidInput, RunNotFound } from '../domain/errors.ts';
+import { ChangesLost, Contention, FellBehind, InvalidInput, OutputBacklog, OutputTooLong, RunNotFound } from '../domain/errors.ts';
 import { codes } from '../schema/error-codes.ts';
 
 /** The kinds of DynamoDB failure that retrying later may cure (decided by the table layer; the composition root hands it in). */
@@ -28,6 +28,10 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
     }
     if (original instanceof FellBehind)
       return new GraphQLError(original.message, { extensions: { code: codes.limitExceeded, limit: original.limit } });
+    if (original instanceof OutputTooLong)
+      return new GraphQLError(original.message, { extensions: { code: codes.limitExceeded, limit: original.limit } });
+    if (original instanceof OutputBacklog)
+      return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true } });
     if (original instanceof ChangesLost)
       return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true } });
     if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: codes.badInput } });

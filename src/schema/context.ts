@@ -1,10 +1,12 @@
 /** One context for every request, over HTTP, WebSocket or SSE. */
 
 import type { Limits } from '../domain/limits.ts';
+import type { OutputChunk } from '../domain/output.ts';
 import type { Role } from '../domain/principal.ts';
 import type { Budget, DeliveredEvent, Lease, Run, RunClaim, RunStatus } from '../domain/run.ts';
 import type { ResponseLimit, Stores } from '../store/index.ts';
-import type { RunEventsQuery } from '../streams/live.ts';
+import type { RunEventsQuery, RunOutputQuery } from '../streams/live.ts';
+import type { OutputWriter } from '../streams/output-writer.ts';
 import type { SendBuffer } from '../streams/send-buffer.ts';
 
 export type { RunEventsQuery };
@@ -26,7 +28,11 @@ export interface LiveFeeds {
     sendBuffer?: SendBuffer;
   }): AsyncIterableIterator<{ run: Run; budget: Budget | null }>;
   leasesChanged(query: { tenant: string; sendBuffer?: SendBuffer }): AsyncIterableIterator<Lease>;
+  runOutput(query: RunOutputQuery): AsyncIterableIterator<OutputChunk>;
 }
+
+/** Live output's writing side (streams/output-writer.ts). */
+export type OutputWriting = Pick<OutputWriter, 'append' | 'lengthOf'>;
 
 export interface Context {
   /** Whose rows this request may see: every key it builds starts with it. */
@@ -35,6 +41,7 @@ export interface Context {
   role: Role;
   stores: Stores;
   live: LiveFeeds;
+  output: OutputWriting;
   limits: Limits;
   /** What this request may still read for its response (RUNPLANE_MAX_RESPONSE_BYTES). */
   response: ResponseLimit;

@@ -7,6 +7,7 @@ import './budget.ts';
 import './lease.ts';
 import './approval.ts';
 import './claim.ts';
+import './output.ts';
 import './subscriptions.ts';
 import './viewer.ts';
 import { builder } from './builder.ts';

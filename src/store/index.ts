@@ -5,12 +5,13 @@ import { createEventStore, type EventStore } from './events/index.ts';
 import { createIdempotency } from './idempotency.ts';
 import { createLeaseStore, type LeaseStore } from './leases/index.ts';
 import { createLeaseListing, type LeaseListing } from './leases/list.ts';
+import { createOutputStore, type OutputStore } from './outputs.ts';
 import { createRunStore, type RunStore } from './runs/index.ts';
 import { createRunListing, type RunListing } from './runs/list.ts';
 
 export type { ResponseLimit, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
-export type { BudgetStore, EventStore, LeaseListing, LeaseStore, RunListing, RunStore };
+export type { BudgetStore, EventStore, LeaseListing, LeaseStore, OutputStore, RunListing, RunStore };
 
 export interface Stores {
   runs: RunStore;
@@ -19,6 +20,7 @@ export interface Stores {
   budgets: BudgetStore;
   leases: LeaseStore;
   leaseList: LeaseListing;
+  outputs: OutputStore;
 }
 
 export function createStores(deps: StoreDeps): Stores {
@@ -31,5 +33,6 @@ export function createStores(deps: StoreDeps): Stores {
     budgets: createBudgetStore(deps, idempotency),
     leases: createLeaseStore(deps, idempotency),
     leaseList: createLeaseListing(deps),
+    outputs: createOutputStore(deps),
   };
 }

@@ -16,11 +16,13 @@ export const topics = {
   runs: (tenant: string) => `runs\u0000${tenant}`,
   /** Every lease change of a tenant. */
   leases: (tenant: string) => `leases\u0000${tenant}`,
+  /** One output stream of a run. */
+  output: (tenant: string, runId: string, stream: string) => `output\u0000${tenant}\u0000${runId}\u0000${stream}`,
 };
 
 /** The tenant-wide topic a change is also published on, if any. */
 export function tenantTopicOf(change: Change) {
-  if (change.kind === 'event' || change.kind === 'claim') return undefined;
+  if (change.kind === 'event' || change.kind === 'claim' || change.kind === 'output') return undefined;
   return change.kind === 'lease' ? topics.leases(change.tenant) : topics.runs(change.tenant);
 }
 
@@ -34,6 +36,8 @@ export function topicOf(change: Change) {
       return topics.run(change.tenant, change.runId);
     case 'lease':
       return topics.lease(change.tenant, change.unitId);
+    case 'output':
+      return topics.output(change.tenant, change.runId, change.chunk.stream);
   }
 }
 

@@ -1,4 +1,5 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
+import type { OutputChunk } from '../domain/output.ts';
 import { type Logger, silentLogger } from '../lib/logger.ts';
 import type { Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
@@ -6,6 +7,7 @@ import { type Change, decodeRecord } from './changes.ts';
 import { type EventFeedOptions, eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
 import { lazily } from './lazy.ts';
+import { OutputFeed, type OutputFeedOptions } from './output-feed.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { createReplicas, type ReplicaOptions } from './replicas.ts';
 import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
@@ -21,14 +23,31 @@ export interface LiveOptions {
   gapWaitMs?: number;
   /** With several replicas on one table: Redis fan-out and shards read by lease (absent: this one reads every shard). */
   replicas?: ReplicaOptions;
+  /** Output text accepted on this server and not stored yet (output-writer.ts). */
+  outputWaiting?: (tenant: string, runId: string, stream: string) => OutputChunk | undefined;
+  /** How long live output ahead of a reader waits before the table is read again (about a flush interval). */
+  outputGapMs?: number;
 }
+
+/** What a runOutput subscription asks for. */
+export type RunOutputQuery = Pick<OutputFeedOptions, 'tenant' | 'runId' | 'stream' | 'afterOffset' | 'sendBuffer'>;
 
 /** What a runEvents subscription asks for. */
 export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types' | 'sendBuffer'>;
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
-export async function startLive({ clients, tableName, stores, poll, log = silentLogger, gapWaitMs, replicas: shared }: LiveOptions) {
+export async function startLive({
+  clients,
+  tableName,
+  stores,
+  poll,
+  log = silentLogger,
+  gapWaitMs,
+  replicas: shared,
+  outputWaiting,
+  outputGapMs = 350,
+}: LiveOptions) {
   const onError = (err: unknown) => log.warn(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
   const hub = new Hub(onError);
   const replicas = shared ? createReplicas(shared, hub, log) : undefined;
@@ -102,6 +121,19 @@ export async function startLive({ clients, tableName, stores, poll, log = silent
     leaseChanged: (query: LeaseFeedQuery) => lazily(() => leaseFeed(deps, query), track),
     runsChanged: (query: RunsFeedQuery) => lazily(() => runsFeed(deps, query), track),
     leasesChanged: (query: LeasesFeedQuery) => lazily(() => leasesFeed(deps, query), track),
+    runOutput: (query: RunOutputQuery) =>
+      lazily(
+        () =>
+          new OutputFeed({
+            hub,
+            store: stores.outputs,
+            ...query,
+            waiting: () => outputWaiting?.(query.tenant, query.runId, query.stream),
+            gapWaitMs: outputGapMs,
+            onError,
+          }),
+        track,
+      ),
     /** Completes every open subscription (its client gets what is queued, then the end). */
     endSubscriptions() {
       for (const source of open) (source as { end?: () => void }).end?.();

@@ -3,14 +3,15 @@
  * records and the rows this server writes go through, so the two always agree.
  */
 import type { Change } from '../domain/change.ts';
-import { type Item, toBudget, toClaim, toEvent, toLease, toRun } from './codec.ts';
-import { LEASE_SK, parseRunPartition, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from './keys.ts';
+import { type Item, toBudget, toClaim, toEvent, toLease, toOutputChunk, toRun } from './codec.ts';
+import { LEASE_SK, outputOfSk, parseRunPartition, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from './keys.ts';
 
 const LEASE_PARTITION = /^([^#]+)#unit#([^#]+)$/;
 
 /** Whether subscribers watch the row at this key (a run's head rows and events, a tenant's leases). */
 export function isWatched(pk: string, sk: string): boolean {
-  if (parseRunPartition(pk)) return sk === RUN_META_SK || sk === RUN_BUDGET_SK || sk === RUN_CLAIM_SK || seqOfSk(sk) !== undefined;
+  if (parseRunPartition(pk))
+    return sk === RUN_META_SK || sk === RUN_BUDGET_SK || sk === RUN_CLAIM_SK || seqOfSk(sk) !== undefined || outputOfSk(sk) !== undefined;
   const lease = LEASE_PARTITION.exec(pk);
   // Shard leases are Runplane's own: no subscriber watches them.
   return Boolean(lease && sk === LEASE_SK && lease[1] !== SYSTEM_TENANT);
@@ -30,7 +31,8 @@ export function changeOfRow(item: Item): Change | undefined {
       const claim = toClaim(item);
       return claim ? { kind: 'claim', ...run, claim } : undefined;
     }
-    return { kind: 'event', ...run, event: toEvent(item) };
+    if (seqOfSk(sk) !== undefined) return { kind: 'event', ...run, event: toEvent(item) };
+    return { kind: 'output', ...run, chunk: toOutputChunk(item) };
   }
   const [, tenant, unitId] = LEASE_PARTITION.exec(pk) as RegExpExecArray;
   return { kind: 'lease', tenant: tenant as string, unitId: unitId as string, lease: toLease(item) };

@@ -3,9 +3,10 @@
  * decoding trusts the keys over the copies in attributes.
  */
 
+import type { OutputChunk } from '../domain/output.ts';
 import type { Budget, Lease, Run, RunClaim, RunEvent, RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
-import { keys, parseRunPartition, seqOfSk } from './keys.ts';
+import { keys, outputOfSk, outputStreamOfSk, parseRunPartition, seqOfSk } from './keys.ts';
 
 export type Item = Record<string, unknown>;
 
@@ -44,6 +45,13 @@ export const attr = {
   holder: 'holder',
   /** A run claim's end in epoch milliseconds (conditions compare it with the clock). */
   claimUntil: 'claimUntil',
+  /** An output chunk's stream, its first code point's offset, its text; whether the stream ends with it. */
+  stream: 'stream',
+  offset: 'offset',
+  text: 'text',
+  final: 'final',
+  /** An output stream row: its length, once final. */
+  length: 'length',
 } as const;
 
 const date = (value: unknown) => new Date(typeof value === 'string' || typeof value === 'number' ? value : 0);
@@ -195,6 +203,50 @@ export function toClaim(item: Item | undefined): RunClaim | null {
     expiresAt: new Date(Number(item[attr.claimUntil] ?? 0)),
     version: Number(item[attr.version] ?? 0),
   };
+}
+
+/** A chunk of a run's output stream, from its offset on. */
+export function outputChunkItem(tenant: string, chunk: OutputChunk, at: Date): Item {
+  return {
+    ...keys.outputChunk(tenant, chunk.runId, chunk.stream, chunk.offset),
+    [attr.entity]: 'output',
+    [attr.runId]: chunk.runId,
+    [attr.stream]: chunk.stream,
+    [attr.offset]: chunk.offset,
+    [attr.text]: chunk.text,
+    [attr.final]: chunk.final,
+    [attr.createdAt]: at.toISOString(),
+  };
+}
+
+/** A chunk row; the stream and offset come from its key (a bypassing writer's copies may disagree). */
+export function toOutputChunk(item: Item): OutputChunk {
+  const placed = outputOfSk(String(item.sk));
+  return {
+    runId: runIdOf(item),
+    stream: placed?.stream ?? String(item[attr.stream] ?? ''),
+    offset: placed?.offset ?? Number(item[attr.offset] ?? 0),
+    text: typeof item[attr.text] === 'string' ? (item[attr.text] as string) : '',
+    final: item[attr.final] === true,
+  };
+}
+
+/** The row saying a run has this output stream (written with its first chunk). */
+export function outputStreamItem(tenant: string, runId: string, stream: string, at: Date): Item {
+  return {
+    ...keys.outputStream(tenant, runId, stream),
+    [attr.entity]: 'outputStream',
+    [attr.runId]: runId,
+    [attr.stream]: stream,
+    [attr.createdAt]: at.toISOString(),
+  };
+}
+
+/** An output stream row: its name, and its length once it is final. */
+export function toOutputStream(item: Item): { stream: string; final: boolean; length?: number } {
+  const stream = outputStreamOfSk(String(item.sk)) ?? String(item[attr.stream] ?? '');
+  const final = item[attr.final] === true;
+  return final ? { stream, final, length: Number(item[attr.length] ?? 0) } : { stream, final };
 }
 
 const storedDate = (value: unknown) => new Date(value as string);

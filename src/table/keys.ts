@@ -5,13 +5,16 @@
  *   <tenant>#run#<runId>   #claim           which worker holds the run (its fencing token)
  *   <tenant>#run#<runId>   #meta            run metadata
  *   <tenant>#run#<runId>   evt#0000000042   event 42
+ *   <tenant>#run#<runId>   ostream#<name>   an output stream: that it exists (and its end, once final)
+ *   <tenant>#run#<runId>   out#<name>#0000000100  output text of stream <name> from code point 100
  *   <tenant>#unit#<unitId> lease            who holds the unit
  *   _sys#unit#<shardId>    lease            which replica reads a stream shard, and how far it has read
  *
  * '#' sorts before 'e', so one Query on a run's partition returns budget, metadata and
- * then its events in seq order, however many events there are.
+ * then its events in seq order, however many events there are; output sorts after them ('o').
+ * Output stream names follow the event types' rule (no '#').
  */
-import { ID_PATTERN, MAX_INT, SEQ_WIDTH } from '../domain/limits.ts';
+import { EVENT_TYPE_PATTERN, ID_PATTERN, MAX_INT, SEQ_WIDTH } from '../domain/limits.ts';
 
 export interface Key {
   pk: string;
@@ -43,6 +46,30 @@ export const LEASE_SK = 'lease';
 /** Runs are spread over this many GSI partitions per tenant (and status), so no listing key runs hot. */
 export const RUN_LIST_SHARDS = 4;
 
+const OUTPUT_PREFIX = 'out#';
+const OUTPUT_STREAM_PREFIX = 'ostream#';
+
+/** An output stream's name as a key part: an event type's rule, so it has no '#'. */
+function streamPart(stream: string) {
+  if (!EVENT_TYPE_PATTERN.test(stream)) throw new Error(`invalid output stream name for a key: ${JSON.stringify(stream)}`);
+  return stream;
+}
+
+/** The sort key of a stream's chunk starting at code point `offset`. */
+export function outputSk(stream: string, offset: number) {
+  if (!Number.isSafeInteger(offset) || offset < 0 || offset > MAX_INT) throw new Error(`offset out of range: ${offset}`);
+  return `${OUTPUT_PREFIX}${streamPart(stream)}#${String(offset).padStart(SEQ_WIDTH, '0')}`;
+}
+
+/** The stream and offset in a chunk's sort key, or undefined for any other row. */
+export function outputOfSk(sk: string) {
+  const match = /^out#([^#]+)#(\d{10})$/.exec(sk);
+  return match ? { stream: match[1] as string, offset: Number(match[2]) } : undefined;
+}
+
+/** The stream named by an output stream row's sort key, or undefined for any other row. */
+export const outputStreamOfSk = (sk: string) => (sk.startsWith(OUTPUT_STREAM_PREFIX) ? sk.slice(OUTPUT_STREAM_PREFIX.length) : undefined);
+
 export function eventSk(seq: number) {
   if (!Number.isSafeInteger(seq) || seq < 0 || seq > MAX_INT) throw new Error(`seq out of range: ${seq}`);
   return EVENT_PREFIX + String(seq).padStart(SEQ_WIDTH, '0');
@@ -63,6 +90,19 @@ export const keys = {
   /** The index sort key bound of claims that ran out by `atMs`. */
   claimsEndedBy: (atMs: number) => `${claimTime(atMs)}#~`,
   event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
+  outputChunk: (tenant: string, runId: string, stream: string, offset: number): Key => ({
+    pk: keys.runPartition(tenant, runId),
+    sk: outputSk(stream, offset),
+  }),
+  outputStream: (tenant: string, runId: string, stream: string): Key => ({
+    pk: keys.runPartition(tenant, runId),
+    sk: `${OUTPUT_STREAM_PREFIX}${streamPart(stream)}`,
+  }),
+  /** Sort-key bounds of a stream's chunks, and of a run's stream rows. */
+  outputChunks: (stream: string) => ({ first: outputSk(stream, 0), last: outputSk(stream, MAX_INT) }),
+  outputStreams: { first: OUTPUT_STREAM_PREFIX, last: `${OUTPUT_STREAM_PREFIX}~` },
+  /** A sort key past every event and output row of a run. */
+  afterOutput: 'out~',
   lease: (tenant: string, unitId: string): Key => ({ pk: `${part('tenant', tenant)}#unit#${part('unit', unitId)}`, sk: LEASE_SK }),
   idempotency: (tenant: string, key: string): Key => ({ pk: `${part('tenant', tenant)}#idem#${part('idempotency', key)}`, sk: 'idem' }),
   /** A key no row ever has: reading it tells whether the table answers (readiness). */

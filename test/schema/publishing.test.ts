@@ -194,6 +194,21 @@ const cases: Record<string, (key: Keyed) => Promise<void>> = {
     events.stop();
     run.stop();
   },
+  async appendOutput() {
+    // Output has no idempotency key: a retry is the same text at the same offset.
+    const runId = await newRun(api);
+    const output = subscribeWs<{ offset: number; text: string }>(
+      ws,
+      'subscription($runId: ID!) { runOutput(runId: $runId, stream: "llm") { offset text } }',
+      { runId },
+      'runOutput',
+    );
+    await mutate('appendOutput', { runId, stream: 'llm', offset: 0, text: 'first' }, '', 'OutputChunk');
+    await sees(output, 'the text', (chunk) => chunk.text === 'first');
+    await mutate('appendOutput', { runId, stream: 'llm', offset: 5, text: ' stored', durable: true }, '', 'OutputChunk');
+    await sees(output, 'the durable text', (chunk) => chunk.offset === 5 && chunk.text === ' stored');
+    output.stop();
+  },
   async acquireLease(key) {
     const unitId = uniqueName('unit');
     const lease = watchLease(unitId);

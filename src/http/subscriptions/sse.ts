@@ -8,6 +8,7 @@
 
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { endOf, type OutputChunk } from '../../domain/output.ts';
 import type { DeliveredEvent, Lease } from '../../domain/run.ts';
 import type { Context } from '../../schema/context.ts';
 import type { Mask } from '../errors.ts';
@@ -35,6 +36,8 @@ export function streamEventId(event: unknown): string | undefined {
     return claim ? `${run.version}.${budget?.version ?? 0}.${claim.version}` : `${run.version}.${budget?.version ?? 0}`;
   }
   if ('unitId' in event && 'version' in event) return String((event as Lease).version);
+  // An output chunk: the offset after it, where a resuming reader goes on.
+  if ('stream' in event && 'offset' in event && 'text' in event) return String(endOf(event as OutputChunk));
   return undefined;
 }
 

@@ -1,11 +1,12 @@
 /**
- * A finished run's events get the run's TTL, so they expire with it: in the background, a
- * few writes at a time, after the transition that finished the run has returned.
+ * A finished run's events and output get the run's TTL, so they expire with it: in the
+ * background, a few writes at a time, after the transition that finished the run has returned.
  */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { consoleLogger } from '../../lib/logger.ts';
 import { attr } from '../../table/codec.ts';
 import { conditions, isConditionalCheckFailed } from '../../table/conditions.ts';
+import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { eventRange } from '../events/page.ts';
 import { queryPages } from '../query-pages.ts';
@@ -36,7 +37,9 @@ export function createEventExpiry({ doc, tableName, log = consoleLogger }: Store
       });
 
   async function expireEvents(tenant: string, runId: string, expiresAt: number) {
-    const pages = queryPages(doc, { TableName: tableName, ...eventRange(tenant, runId), ProjectionExpression: 'pk, sk' });
+    // Events, then output streams and their chunks: every row that sorts after the run's head.
+    const range = eventRange(tenant, runId, keys.events.first, keys.afterOutput);
+    const pages = queryPages(doc, { TableName: tableName, ...range, ProjectionExpression: 'pk, sk' });
     for await (const page of pages) {
       const rows = page.Items ?? [];
       for (let i = 0; i < rows.length; i += STAMPS_AT_ONCE) {

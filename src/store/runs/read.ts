@@ -40,8 +40,9 @@ export function createRunReads({ doc, tableName, now }: StoreDeps) {
     const { Items = [], LastEvaluatedKey } = await doc.send(
       new QueryCommand({
         TableName: tableName,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId) },
+        // Head rows, then events; output rows sort after the last event and are not read here.
+        KeyConditionExpression: 'pk = :pk AND sk <= :lastEvent',
+        ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId), ':lastEvent': keys.events.last },
         ConsistentRead: consistent,
         // Budget, claim and metadata sort first; one more event than asked tells whether more follow.
         Limit: 3 + eventLimit + 1,

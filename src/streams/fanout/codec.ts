@@ -3,7 +3,7 @@ import type { Change } from '../changes.ts';
 
 export const encodeChange = (change: Change) => JSON.stringify(change);
 
-const KINDS = new Set(['event', 'run', 'budget', 'lease', 'claim']);
+const KINDS = new Set(['event', 'run', 'budget', 'lease', 'claim', 'output']);
 
 /** @throws on anything that is not a change this version wrote (a foreign or garbled entry) */
 export function decodeChange(text: string): Change {
@@ -36,6 +36,12 @@ export function decodeChange(text: string): Change {
     case 'claim':
       dates(value.claim, 'acquiredAt', 'expiresAt');
       break;
+    case 'output': {
+      const chunk = value.chunk as Record<string, unknown> | null;
+      if (!chunk || typeof chunk.text !== 'string' || !Number.isSafeInteger(chunk.offset) || typeof chunk.stream !== 'string')
+        throw new Error('an output change without its chunk');
+      break;
+    }
   }
   return value as unknown as Change;
 }

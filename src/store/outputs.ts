@@ -1,0 +1,207 @@
+/**
+ * A run's output streams in the table: each one chunks of text in its run's partition, after
+ * the events, keyed by the code point each starts at. A chunk is a put conditioned on its key
+ * being free, so a stream's text at an offset is written once: a second writer finds it there
+ * and compares. The stream's own row (written with its first chunk) lists it in `Run.outputs`
+ * and, once final, holds its length.
+ */
+import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { ClaimLost, RunNotFound } from '../domain/errors.ts';
+import { MAX_INT } from '../domain/limits.ts';
+import { endOf, type OutputChunk, type OutputStream, slicePoints } from '../domain/output.ts';
+import { attr, type Item, outputChunkItem, toClaim, toOutputChunk, toOutputStream } from '../table/codec.ts';
+import { conditions } from '../table/conditions.ts';
+import { keys } from '../table/keys.ts';
+import type { ResponseLimit, StoreDeps } from './deps.ts';
+import { pastTtl } from './expiry.ts';
+import { queryPages } from './query-pages.ts';
+import { fence } from './runs/claim-writes.ts';
+import { ConditionFailed, type Write, write } from './write.ts';
+
+/** What a stream's table rows say: how far its chunks reach without a gap, and whether the last is final. */
+export interface StoredEnd {
+  length: number;
+  final: boolean;
+}
+
+/** Chunks read per Query when reading a stream's text. */
+const PAGE_CHUNKS = 100;
+
+export function createOutputStore(deps: StoreDeps) {
+  const { doc, tableName, now } = deps;
+  const chunkRange = (tenant: string, runId: string, stream: string, from: number) => ({
+    KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+    ExpressionAttributeValues: {
+      ':pk': keys.runPartition(tenant, runId),
+      ':from': keys.outputChunk(tenant, runId, stream, from).sk,
+      ':to': keys.outputChunks(stream).last,
+    },
+  });
+
+  /** @throws RunNotFound unless the run exists and has not expired */
+  async function ensureRun(tenant: string, runId: string) {
+    const { Item } = await doc.send(
+      new GetCommand({
+        TableName: tableName,
+        Key: keys.run(tenant, runId),
+        ConsistentRead: true,
+        ProjectionExpression: 'pk, #ttl',
+        ExpressionAttributeNames: { '#ttl': attr.ttl },
+      }),
+    );
+    if (!Item || pastTtl(Item, now().getTime())) throw new RunNotFound(runId);
+  }
+
+  /** The chunk holding code point `offset` (the last one starting at or before it), strongly consistent. */
+  async function chunkHolding(tenant: string, runId: string, stream: string, offset: number) {
+    const { Items = [] } = await doc.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+        ExpressionAttributeValues: {
+          ':pk': keys.runPartition(tenant, runId),
+          ':from': keys.outputChunks(stream).first,
+          ':to': keys.outputChunk(tenant, runId, stream, offset).sk,
+        },
+        ScanIndexForward: false,
+        Limit: 1,
+        ConsistentRead: true,
+      }),
+    );
+    return Items[0] ? toOutputChunk(Items[0]) : undefined;
+  }
+
+  /**
+   * The stream's text from `afterOffset` on, as far as its chunks reach without a gap (at most
+   * about `maxBytes` of it, whole chunks), strongly consistent; `final` once it reached the end.
+   */
+  async function read(
+    tenant: string,
+    runId: string,
+    stream: string,
+    afterOffset: number,
+    { maxBytes = 1024 * 1024, responseLimit }: { maxBytes?: number; responseLimit?: ResponseLimit } = {},
+  ): Promise<OutputChunk & { end: number }> {
+    const first = await chunkHolding(tenant, runId, stream, afterOffset);
+    // Nothing stored reaches afterOffset yet (or nothing at all): no text, not final.
+    if (!first || endOf(first) < afterOffset) return { runId, stream, offset: afterOffset, text: '', final: false, end: afterOffset };
+    let text = '';
+    let end = first.offset;
+    let final = false;
+    let bytes = 0;
+    const pages = queryPages(doc, {
+      TableName: tableName,
+      ...chunkRange(tenant, runId, stream, first.offset),
+      Limit: PAGE_CHUNKS,
+      ConsistentRead: true,
+    });
+    reading: for await (const page of pages) {
+      for (const item of page.Items ?? []) {
+        const chunk = toOutputChunk(item);
+        // A gap (a chunk not written yet, or a bypassing writer's hole): the text stops before it.
+        if (chunk.offset !== end) break reading;
+        text += chunk.text;
+        end = endOf(chunk);
+        bytes += Buffer.byteLength(chunk.text);
+        final = chunk.final;
+        if (final || bytes >= maxBytes) break reading;
+      }
+    }
+    // The first chunk may start before afterOffset: its head was not asked for.
+    const chunk = { runId, stream, offset: afterOffset, text: slicePoints(text, afterOffset - first.offset), final, end };
+    responseLimit?.spend(Buffer.byteLength(chunk.text));
+    return chunk;
+  }
+
+  /** Where the stream's stored text ends (its last chunk's end: chunks are written in order by one writer at a time). */
+  async function storedEnd(tenant: string, runId: string, stream: string): Promise<StoredEnd> {
+    const last = await chunkHolding(tenant, runId, stream, MAX_INT);
+    return last ? { length: endOf(last), final: last.final } : { length: 0, final: false };
+  }
+
+  return {
+    ensureRun,
+    storedEnd,
+    read,
+    chunkAt: async (tenant: string, runId: string, stream: string, offset: number) => {
+      const { Item } = await doc.send(
+        new GetCommand({ TableName: tableName, Key: keys.outputChunk(tenant, runId, stream, offset), ConsistentRead: true }),
+      );
+      return Item ? toOutputChunk(Item) : undefined;
+    },
+
+    /**
+     * Writes a chunk if its offset is free (with the stream's row when it is the first or the
+     * final one; fenced by a claim's token): false when another chunk already starts there.
+     * @throws ClaimLost when fenced by a token that is not the run's live claim (nothing is written)
+     */
+    async put(tenant: string, chunk: OutputChunk, fencingToken?: number): Promise<boolean> {
+      const at = now();
+      const writes: Write[] = [
+        { Put: { TableName: tableName, Item: outputChunkItem(tenant, chunk, at), ConditionExpression: conditions.absent } },
+      ];
+      if (chunk.offset === 0 || chunk.final) writes.push({ Update: streamRowUpdate(tableName, tenant, chunk, at) });
+      if (fencingToken !== undefined) writes.push(fence(tableName, tenant, chunk.runId, fencingToken, at.getTime()));
+      try {
+        await write(deps, writes);
+        return true;
+      } catch (err) {
+        if (!(err instanceof ConditionFailed)) throw err;
+        if (fencingToken !== undefined && err.index === writes.length - 1)
+          throw new ClaimLost(chunk.runId, toClaim(err.item), at.getTime());
+        return false;
+      }
+    },
+
+    /** The run's output streams, from their rows; a stream not final reads its stored end. */
+    async list(tenant: string, runId: string): Promise<OutputStream[]> {
+      const items: Item[] = [];
+      const pages = queryPages(doc, {
+        TableName: tableName,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+        ExpressionAttributeValues: {
+          ':pk': keys.runPartition(tenant, runId),
+          ':from': keys.outputStreams.first,
+          ':to': keys.outputStreams.last,
+        },
+      });
+      for await (const page of pages) items.push(...(page.Items ?? []));
+      return Promise.all(
+        items
+          .map(toOutputStream)
+          .map(async (row) =>
+            row.final && row.length !== undefined
+              ? { stream: row.stream, length: row.length, final: true }
+              : { stream: row.stream, ...(await storedEnd(tenant, runId, row.stream)) },
+          ),
+      );
+    },
+  };
+}
+
+/** The stream's row: there from its first chunk on; final, with its length, once its last chunk is written. */
+function streamRowUpdate(tableName: string, tenant: string, chunk: OutputChunk, at: Date) {
+  return {
+    TableName: tableName,
+    Key: keys.outputStream(tenant, chunk.runId, chunk.stream),
+    UpdateExpression: `SET #entity = :entity, #runId = :runId, #stream = :stream, #createdAt = if_not_exists(#createdAt, :at)${
+      chunk.final ? ', #final = :final, #length = :length' : ''
+    }`,
+    ExpressionAttributeNames: {
+      '#entity': attr.entity,
+      '#runId': attr.runId,
+      '#stream': attr.stream,
+      '#createdAt': attr.createdAt,
+      ...(chunk.final ? { '#final': attr.final, '#length': attr.length } : {}),
+    },
+    ExpressionAttributeValues: {
+      ':entity': 'outputStream',
+      ':runId': chunk.runId,
+      ':stream': chunk.stream,
+      ':at': at.toISOString(),
+      ...(chunk.final ? { ':final': true, ':length': endOf(chunk) } : {}),
+    },
+  };
+}
+
+export type OutputStore = ReturnType<typeof createOutputStore>;

@@ -1,0 +1,388 @@
+/**
+ * Writing output: text accepted at its stream's end is live at once (published to this
+ * server's subscribers and, with replicas, the others') and stored in chunks, one conditional
+ * put per stream per flush, at most every `flushMs` or `flushBytes`. What a crash of this
+ * server can lose is the text accepted since its stream's last flush, and never text answered
+ * as durable; a writer that did not hear "durable" sends that text again (to any server) and
+ * it is taken once.
+ *
+ * A chunk is written at the offset where the stored text ends, conditioned on no chunk
+ * starting there: another server that stored text there first (the same writer, reconnected)
+ * is found and compared, never overwritten.
+ */
+
+import { fenceHolds } from '../domain/claim.ts';
+import { ClaimLost, OffsetConflict, OutputBacklog, OutputTooLong } from '../domain/errors.ts';
+import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, slicePoints, unitIndex } from '../domain/output.ts';
+import type { RunClaim } from '../domain/run.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { OutputStore } from '../store/outputs.ts';
+import type { Change } from './changes.ts';
+
+export interface OutputWriterOptions {
+  store: OutputStore;
+  /** The run's claim as stored (a fenced write is checked against it). */
+  claimOf: (tenant: string, runId: string) => Promise<RunClaim | null>;
+  publish: (change: Change) => void;
+  flushMs: number;
+  flushBytes: number;
+  /** A stream's length at most, in code points. */
+  maxLength: number;
+  log: Logger;
+  now?: () => number;
+}
+
+export interface AppendOutput {
+  tenant: string;
+  runId: string;
+  stream: string;
+  offset: number;
+  text: string;
+  final: boolean;
+  /** Answer only once the text is stored. */
+  durable?: boolean;
+  fencingToken?: number;
+}
+
+export interface OutputAnswer {
+  chunk: OutputChunk;
+  /** The text is stored: a crash of this server cannot lose it. */
+  durable: boolean;
+}
+
+/** Streams kept in memory at most (an idle one with nothing waiting is forgotten first, and read again when written). */
+const MAX_STREAMS = 2_000;
+/** Text kept after it is stored, to answer a writer's retry without a read. */
+const TAIL_BYTES = 16 * 1024;
+/** Text one stream may have waiting to be stored (DynamoDB not taking it) before writes are refused, retryably. */
+const MAX_WAITING_BYTES = 1024 * 1024;
+/** Between tries of a flush DynamoDB refused. */
+const RETRY_MS = 200;
+/** How long a claim read for a fenced write is trusted (the flush's fence is the real check). */
+const CLAIM_TRUST_MS = 1_000;
+
+interface Waiter {
+  upTo: number;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** One stream as this server knows it. */
+interface StreamState {
+  tenant: string;
+  runId: string;
+  stream: string;
+  /** Where the stored text ends. */
+  durable: number;
+  /** Text accepted past `durable`, waiting to be stored. */
+  waiting: string;
+  waitingBytes: number;
+  /** The claim token the waiting text was written with (a chunk is fenced by one token). */
+  token?: number;
+  /** Where the accepted text ends (durable + the waiting text's code points). */
+  length: number;
+  final: boolean;
+  /** The stream's end is stored (its last chunk says final). */
+  finalStored: boolean;
+  /** The last stored text, from `tailStart`: a retry of it is answered without a read. */
+  tail: string;
+  tailStart: number;
+  timer?: NodeJS.Timeout;
+  flushing?: Promise<void>;
+  waiters: Waiter[];
+  /** Why the waiting text was dropped, for the writer's next write with the same token. */
+  refused?: { token: number | undefined; error: Error };
+  usedAt: number;
+}
+
+export function createOutputWriter(options: OutputWriterOptions) {
+  const { store, publish, flushMs, flushBytes, maxLength, log } = options;
+  const now = options.now ?? Date.now;
+  const streams = new Map<string, StreamState>();
+  const loading = new Map<string, Promise<StreamState>>();
+  const claims = new Map<string, { claim: RunClaim | null; readAt: number }>();
+  const keyOf = (tenant: string, runId: string, stream: string) => `${tenant}\u0000${runId}\u0000${stream}`;
+
+  async function load(tenant: string, runId: string, stream: string): Promise<StreamState> {
+    const key = keyOf(tenant, runId, stream);
+    const known = streams.get(key);
+    if (known) {
+      known.usedAt = now();
+      return known;
+    }
+    const pending = loading.get(key);
+    if (pending) return pending;
+    const loaded = (async () => {
+      await store.ensureRun(tenant, runId);
+      const end = await store.storedEnd(tenant, runId, stream);
+      const state: StreamState = {
+        tenant,
+        runId,
+        stream,
+        durable: end.length,
+        waiting: '',
+        waitingBytes: 0,
+        length: end.length,
+        final: end.final,
+        finalStored: end.final,
+        tail: '',
+        tailStart: end.length,
+        waiters: [],
+        usedAt: now(),
+      };
+      forgetIdle();
+      streams.set(key, state);
+      return state;
+    })().finally(() => loading.delete(key));
+    loading.set(key, loaded);
+    return loaded;
+  }
+
+  /** Keeps the map bounded: streams with nothing waiting, least recently used first. */
+  function forgetIdle() {
+    if (streams.size < MAX_STREAMS) return;
+    const idle = [...streams.entries()].filter(([, s]) => !s.waiting && !s.flushing && s.waiters.length === 0);
+    idle.sort((a, b) => a[1].usedAt - b[1].usedAt);
+    for (const [key] of idle.slice(0, Math.max(1, streams.size - MAX_STREAMS + 1))) streams.delete(key);
+  }
+
+  async function checkFence(tenant: string, runId: string, token: number) {
+    const key = `${tenant}\u0000${runId}`;
+    let known = claims.get(key);
+    if (!known || now() - known.readAt > CLAIM_TRUST_MS || !fenceHolds(known.claim, token, now())) {
+      known = { claim: await options.claimOf(tenant, runId), readAt: now() };
+      claims.set(key, known);
+      if (claims.size > MAX_STREAMS) claims.delete(claims.keys().next().value as string);
+    }
+    if (!fenceHolds(known.claim, token, now())) throw new ClaimLost(runId, known.claim, now());
+  }
+
+  /** The stream's text from `from` to `to` as this server has it, or undefined when it would need a read. */
+  function textAt(state: StreamState, from: number, to: number): string | undefined {
+    if (from < state.tailStart || to > state.length) return undefined;
+    return slicePoints(state.tail + state.waiting, from - state.tailStart, to - state.tailStart);
+  }
+
+  /** Whether the text at [offset, offset + text) is `text` already (a retry). */
+  async function alreadyThere(state: StreamState, offset: number, text: string, end: number) {
+    const held = textAt(state, offset, end);
+    if (held !== undefined) return held === text;
+    const stored = await store.read(state.tenant, state.runId, state.stream, offset, {
+      maxBytes: Buffer.byteLength(text) + MAX_CHUNK_BYTES,
+    });
+    return stored.text.length >= text.length && stored.text.startsWith(text) && codePoints(stored.text) >= end - offset;
+  }
+
+  function keepTail(state: StreamState, stored: string) {
+    state.tail += stored;
+    if (state.tail.length > TAIL_BYTES) {
+      // Cut at a code point, so tailStart stays a code-point offset.
+      const cut = unitIndex(state.tail, codePoints(state.tail.slice(0, state.tail.length - TAIL_BYTES)));
+      state.tailStart += codePoints(state.tail.slice(0, cut));
+      state.tail = state.tail.slice(cut);
+    }
+  }
+
+  function settle(state: StreamState) {
+    const left: Waiter[] = [];
+    const done = (waiter: Waiter) => waiter.upTo <= state.durable && (!state.final || state.finalStored || waiter.upTo < state.length);
+    for (const waiter of state.waiters) (done(waiter) ? waiter.resolve : () => left.push(waiter))();
+    state.waiters = left;
+  }
+
+  /** Drops the waiting text: the writer is told why at its next write, and anyone waiting for it now. */
+  function drop(state: StreamState, error: Error) {
+    state.refused = { token: state.token, error };
+    state.waiting = '';
+    state.waitingBytes = 0;
+    state.length = state.durable;
+    state.final = state.finalStored;
+    for (const waiter of state.waiters) waiter.reject(error);
+    state.waiters = [];
+  }
+
+  function schedule(state: StreamState, delayMs: number) {
+    if (state.timer) return;
+    state.timer = setTimeout(() => {
+      state.timer = undefined;
+      void flush(state);
+    }, delayMs);
+    state.timer.unref();
+  }
+
+  /** Stores the waiting text, a chunk at a time; one flush of a stream at a time. */
+  function flush(state: StreamState): Promise<void> {
+    if (state.flushing) return state.flushing;
+    if (state.timer) {
+      clearTimeout(state.timer);
+      state.timer = undefined;
+    }
+    state.flushing = (async () => {
+      // What waits now goes; text accepted while this flush is out goes with the next one.
+      let due = state.waiting.length;
+      const finalDue = state.final;
+      // An empty final chunk closes a stream whose text is all stored already.
+      while (due > 0 || (finalDue && !state.finalStored)) {
+        // Whole code points, at most a chunk row's worth of bytes.
+        let cut = due;
+        while (Buffer.byteLength(state.waiting.slice(0, cut)) > MAX_CHUNK_BYTES)
+          cut = unitIndex(state.waiting, Math.floor(codePoints(state.waiting.slice(0, cut)) / 2));
+        const text = state.waiting.slice(0, cut);
+        const last = cut === state.waiting.length && finalDue;
+        const chunk: OutputChunk = { runId: state.runId, stream: state.stream, offset: state.durable, text, final: last };
+        let stored: boolean;
+        try {
+          stored = await store.put(state.tenant, chunk, state.token);
+        } catch (err) {
+          if (err instanceof ClaimLost) return drop(state, err);
+          log.warn(`storing output of run ${state.runId} failed (tried again in ${RETRY_MS} ms): ${(err as Error).message}`);
+          schedule(state, RETRY_MS);
+          return;
+        }
+        const before = state.waiting.length;
+        if (stored) {
+          advance(state, text);
+          if (chunk.final) state.finalStored = true;
+        } else if (!(await reconcile(state))) return;
+        due -= before - state.waiting.length;
+      }
+      settle(state);
+    })().finally(() => {
+      state.flushing = undefined;
+      settle(state);
+      // Text that came while a flush was in flight goes with the next one.
+      if ((state.waiting || (state.final && !state.finalStored)) && !state.timer)
+        schedule(state, state.waitingBytes >= flushBytes || state.waiters.length > 0 ? 0 : flushMs);
+    });
+    return state.flushing;
+  }
+
+  function advance(state: StreamState, text: string) {
+    state.durable += codePoints(text);
+    state.waiting = state.waiting.slice(text.length);
+    state.waitingBytes = Buffer.byteLength(state.waiting);
+    keepTail(state, text);
+  }
+
+  /**
+   * Another chunk starts where this server's stored text ends (the writer sent the same text to
+   * another server too): the same text moves on past it; other text drops ours.
+   * @returns whether flushing may go on
+   */
+  async function reconcile(state: StreamState): Promise<boolean> {
+    const theirs = await store.chunkAt(state.tenant, state.runId, state.stream, state.durable);
+    if (!theirs) return true;
+    const ours = state.waiting;
+    if (ours.startsWith(theirs.text) && (!theirs.final || ours === theirs.text)) {
+      advance(state, theirs.text);
+      if (theirs.final) state.final = state.finalStored = true;
+      return true;
+    }
+    if (theirs.text.startsWith(ours)) {
+      // Theirs holds all that waits here and more: the stream is as long as theirs.
+      advance(state, ours);
+      keepTail(state, theirs.text.slice(ours.length));
+      state.durable = state.length = endOf(theirs);
+      state.final = state.finalStored = theirs.final;
+      return true;
+    }
+    const found = await store.storedEnd(state.tenant, state.runId, state.stream);
+    state.durable = found.length;
+    state.tail = '';
+    state.tailStart = found.length;
+    drop(state, new OffsetConflict(state.runId, state.stream, found.length, 'taken', theirs.offset));
+    log.warn(
+      `output stream ${state.stream} of run ${state.runId}: other text was stored at ${theirs.offset}; what waited here was dropped`,
+    );
+    return false;
+  }
+
+  return {
+    /**
+     * Appends `text` at `offset` (the stream's length), or answers a retry of text already there.
+     * @throws OffsetConflict, RunNotFound, ClaimLost, OutputTooLong, OutputBacklog
+     */
+    async append(input: AppendOutput): Promise<OutputAnswer> {
+      const state = await load(input.tenant, input.runId, input.stream);
+      const points = codePoints(input.text);
+      const end = input.offset + points;
+      const chunk: OutputChunk = { runId: input.runId, stream: input.stream, offset: input.offset, text: input.text, final: input.final };
+      if (state.refused && state.refused.token === input.fencingToken && input.offset > state.length) {
+        // The writer goes on from text this server dropped: it hears why, once.
+        const { error } = state.refused;
+        state.refused = undefined;
+        throw error;
+      }
+      if (input.offset < state.length || (input.offset === state.length && points === 0 && state.final && input.final)) {
+        // A retry: the same text at the same place (and final only if the stream is).
+        if (
+          end <= state.length &&
+          (!input.final || (state.final && end === state.length)) &&
+          (await alreadyThere(state, input.offset, input.text, end))
+        ) {
+          if (input.durable && end > state.durable) await durableUpTo(state, end);
+          return { chunk, durable: end <= state.durable };
+        }
+        throw new OffsetConflict(input.runId, input.stream, state.length, state.final ? 'final' : 'taken', input.offset);
+      }
+      if (input.offset > state.length) throw new OffsetConflict(input.runId, input.stream, state.length, 'gap', input.offset);
+      if (state.final) throw new OffsetConflict(input.runId, input.stream, state.length, 'final', input.offset);
+      if (end > maxLength) throw new OutputTooLong(input.stream, maxLength);
+      if (input.fencingToken !== undefined) await checkFence(input.tenant, input.runId, input.fencingToken);
+      // A chunk carries one token: text under another one waits for what came before to be stored.
+      if (state.waiting && state.token !== input.fencingToken) await flush(state);
+      if (state.waitingBytes > MAX_WAITING_BYTES) throw new OutputBacklog(input.stream);
+      // Checked again: the stream may have moved while this write waited.
+      if (input.offset !== state.length || state.final)
+        throw new OffsetConflict(input.runId, input.stream, state.length, state.final ? 'final' : 'taken', input.offset);
+      state.waiting += input.text;
+      state.waitingBytes += Buffer.byteLength(input.text);
+      state.token = input.fencingToken;
+      state.length = end;
+      state.final = input.final;
+      state.refused = undefined;
+      publish({ kind: 'output', tenant: input.tenant, runId: input.runId, chunk });
+      if (input.final || input.durable || state.waitingBytes >= flushBytes) {
+        const flushed = flush(state);
+        if (input.durable || input.final) await durableUpTo(state, end);
+        else void flushed;
+      } else schedule(state, flushMs);
+      return { chunk, durable: end <= state.durable && (!input.final || state.finalStored) };
+    },
+
+    /** The text accepted here past what is stored, for a subscriber joining (it has no gap to wait out). */
+    waitingOf(tenant: string, runId: string, stream: string): OutputChunk | undefined {
+      const state = streams.get(keyOf(tenant, runId, stream));
+      if (!state?.waiting) return undefined;
+      return { runId, stream, offset: state.durable, text: state.waiting, final: state.final };
+    },
+
+    /** The length this server has accepted for a stream, if it knows the stream. */
+    lengthOf(tenant: string, runId: string, stream: string) {
+      const state = streams.get(keyOf(tenant, runId, stream));
+      return state && { length: state.length, final: state.final };
+    },
+
+    /** Stores everything waiting (a graceful stop). */
+    async flushAll() {
+      await Promise.all([...streams.values()].filter((s) => s.waiting).map((s) => flush(s)));
+    },
+
+    /** For tests and /metrics: streams held, and text waiting to be stored. */
+    stats() {
+      let waitingBytes = 0;
+      for (const s of streams.values()) waitingBytes += s.waitingBytes;
+      return { streams: streams.size, waitingBytes };
+    },
+  };
+
+  function durableUpTo(state: StreamState, end: number) {
+    if (end <= state.durable && (!state.final || state.finalStored)) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      state.waiters.push({ upTo: end, resolve, reject });
+      void flush(state);
+    });
+  }
+}
+
+export type OutputWriter = ReturnType<typeof createOutputWriter>;
