@@ -15,6 +15,7 @@ import { schema } from './schema/index.ts';
 import { responseLimit } from './schema/response-limit.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
+import { topics } from './streams/changes.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { createOutputWriter, type OutputWriter } from './streams/output-writer.ts';
 import { StallWatcher } from './streams/stall-watcher.ts';
@@ -112,6 +113,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const writer = createOutputWriter({
       store: stores.outputs,
       claimOf: async (tenant, runId) => (await stores.runs.head(tenant, runId))?.claim ?? null,
+      watchRun: (tenant, runId, changed) =>
+        live?.hub.subscribe(topics.run(tenant, runId), { change: changed, resync: changed }) ?? (() => undefined),
       publish: (change) => live?.publish(change),
       ...config.output,
       log,

@@ -8,6 +8,7 @@ import { type LeaseContext, type LeaseOptions, withLease } from './lease.ts';
 import { type CallOptions, createMutations, type Mutations } from './mutations.ts';
 import type { Notice } from './notices.ts';
 import { ListLeases, ListRuns, ReadLease, ReadRun, Viewer } from './operations.ts';
+import { type OutputWriter, type OutputWriterOptions, outputWriter, type RunOutputOptions, runOutput } from './output.ts';
 import { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
 import { type ClaimedRun, type RunClaimOptions, withRun } from './run-claim.ts';
 import { type RunEvent, type RunEventsOptions, runEvents, type StreamDeps } from './run-events.ts';
@@ -76,6 +77,13 @@ export interface Runplane extends Mutations {
   runsChanged(options?: TenantStreamOptions & { status?: RunState['status'] }): AsyncGenerator<RunsChangedState, void, undefined>;
   /** Every lease of the tenant as it changes. */
   leasesChanged(options?: TenantStreamOptions): AsyncGenerator<LeaseState, void, undefined>;
+  /**
+   * A writer of a run's output stream: `write(text)` batches (at most every `intervalMs`), keeps
+   * offsets and sends again after a failure; `flush()` resolves once it is stored; `close()` ends it.
+   */
+  output(runId: string, stream: string, options?: OutputWriterOptions): OutputWriter;
+  /** A run's output stream as text, from `afterOffset` (default 0), resuming across reconnects; ends after its final text. */
+  runOutput(runId: string, stream: string, options?: RunOutputOptions): AsyncGenerator<string, void, undefined>;
   withLease<T>(options: LeaseOptions, fn: (context: LeaseContext) => Promise<T>): Promise<T>;
   /**
    * Works on a run while holding its claim: `run`'s writes carry the fencing token, `signal`
@@ -150,9 +158,19 @@ export function createRunplane(options: RunplaneOptions): Runplane {
     leaseChanged: (unitId, streamOptions) => leaseChanged(deps, unitId, streamOptions),
     runsChanged: (streamOptions) => runsChanged(deps, streamOptions),
     leasesChanged: (streamOptions) => leasesChanged(deps, streamOptions),
+    output: (runId, stream, writerOptions) => outputWriter(deps, runId, stream, writerOptions),
+    runOutput: (runId, stream, streamOptions) => runOutput(deps, runId, stream, streamOptions),
     withLease: (leaseOptions, fn) => withLease(mutations, leaseOptions, fn),
     withRun: (runOptions, fn) =>
-      withRun({ mutations, runChanged: (runId, { signal }) => runChanged(deps, runId, { signal }) }, runOptions, fn),
+      withRun(
+        {
+          mutations,
+          runChanged: (runId, { signal }) => runChanged(deps, runId, { signal }),
+          output: (runId, stream, writerOptions) => outputWriter(deps, runId, stream, writerOptions),
+        },
+        runOptions,
+        fn,
+      ),
     close,
     [Symbol.asyncDispose]: close,
   };

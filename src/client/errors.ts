@@ -48,6 +48,8 @@ export const clientCodes = {
   claimLost: 'CLAIM_LOST',
   /** withRun: the run was cancelled while the function ran. */
   runCancelled: 'RUN_CANCELLED',
+  /** An output writer: the stream holds other text where it wrote, or is final. */
+  outputConflict: 'OUTPUT_CONFLICT',
 } as const;
 
 export type ServerCode = (typeof serverCodes)[number];

@@ -22,6 +22,7 @@ export type * from './mutations.ts';
 export { newIdempotencyKey } from './mutations.ts';
 export type { Notice, SeqRange } from './notices.ts';
 export * as operations from './operations.ts';
+export type { OutputWriter, OutputWriterOptions, RunOutputOptions } from './output.ts';
 export { defaultReconnect, defaultRetry, type RetryPolicy } from './retry.ts';
 export type { ClaimedRun, RunClaimOptions, RunClaimState } from './run-claim.ts';
 export type { RunEvent, RunEventsOptions } from './run-events.ts';

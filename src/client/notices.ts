@@ -18,7 +18,7 @@ export type Notice =
    */
   | {
       kind: 'reconnect';
-      stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged';
+      stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged' | 'runOutput';
       reason: 'error' | 'backlog';
       attempt: number;
       delayMs: number;

@@ -247,3 +247,26 @@ export const RunsChanged = graphql(`subscription RunsChanged($status: RunStatus)
 export const LeasesChanged = graphql(`subscription LeasesChanged { leasesChanged { ...LeaseFields } }`, [LeaseFields]);
 
 export const Viewer = graphql(`query Viewer { viewer { tenant name canWrite } }`);
+
+export const AppendOutput = graphql(
+  `mutation AppendOutput($input: AppendOutputInput!) {
+    appendOutput(input: $input) {
+      __typename
+      ... on OutputChunk { offset text final durable }
+      ... on OffsetConflict { message length }
+      ... on RunNotFound { message runId }
+      ...ClaimLostFields
+    }
+  }`,
+  [ClaimLostFields],
+);
+
+export const OutputLengths = graphql(
+  `query OutputLengths($id: ID!) { run(id: $id, consistent: true) { outputs { stream length final } } }`,
+);
+
+export const RunOutput = graphql(
+  `subscription RunOutput($runId: ID!, $stream: String!, $afterOffset: Int) {
+    runOutput(runId: $runId, stream: $stream, afterOffset: $afterOffset) { offset text final }
+  }`,
+);

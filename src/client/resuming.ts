@@ -13,7 +13,7 @@ import type { StreamRequest, StreamResult, StreamTransport } from './transport.t
 const STABLE_MS = 10_000;
 
 export interface Resuming<Item> {
-  stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged';
+  stream: 'runEvents' | 'runChanged' | 'leaseChanged' | 'runsChanged' | 'leasesChanged' | 'runOutput';
   transport: StreamTransport;
   policy: QueuePolicy;
   reconnect: RetryPolicy;

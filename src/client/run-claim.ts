@@ -20,6 +20,7 @@ import type {
   TransitionRunInput,
   TransitionRunResult,
 } from './mutations.ts';
+import type { OutputWriter, OutputWriterOptions } from './output.ts';
 import { sleep } from './retry.ts';
 import { anySignal } from './signals.ts';
 import type { RunState } from './state-streams.ts';
@@ -47,12 +48,15 @@ export interface ClaimedRun {
   charge(amount: number, options?: CallOptions & { idempotencyKey?: string }): Promise<ChargeBudgetResult>;
   transition(input: Omit<TransitionRunInput, 'runId' | 'fencingToken'>, options?: CallOptions): Promise<TransitionRunResult>;
   requestApproval(request: Json, options?: CallOptions & { idempotencyKey?: string }): Promise<RequestApprovalResult>;
+  /** A writer of one of the run's output streams, its text fenced by the claim's token. */
+  output(stream: string, options?: Omit<OutputWriterOptions, 'fencingToken'>): OutputWriter;
 }
 
 export interface RunClaimDeps {
   mutations: Mutations;
   /** The run's states as they change (runChanged): how a cancellation or takeover reaches the worker. */
   runChanged(runId: string, options: { signal: AbortSignal }): AsyncIterable<RunState>;
+  output(runId: string, stream: string, options: OutputWriterOptions): OutputWriter;
 }
 
 /** Polling a held run: from this delay, doubling, never past the cap (nor past the claim's end). */
@@ -79,6 +83,7 @@ export async function withRun<T>(
     charge: (amount, { idempotencyKey, ...call } = {}) =>
       mutations.chargeBudget({ runId, amount, fencingToken: token, idempotencyKey }, call),
     transition: (input, call) => mutations.transitionRun({ ...input, runId, fencingToken: token }, call),
+    output: (stream, writerOptions) => deps.output(runId, stream, { ...writerOptions, fencingToken: token }),
     requestApproval: (request, { idempotencyKey, ...call } = {}) =>
       mutations.requestApproval({ runId, request, fencingToken: token, idempotencyKey }, call),
   };

@@ -31,5 +31,7 @@ export interface Subscription {
 
 export interface StreamTransport {
   subscribe(request: StreamRequest): Subscription;
+  /** A query or mutation sent on the stream's own connection (WebSocket); absent: it goes over HTTP. */
+  execute?(document: Document, variables: Record<string, unknown>, signal?: AbortSignal): Promise<Record<string, unknown>>;
   close(): Promise<void>;
 }

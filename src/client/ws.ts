@@ -119,6 +119,40 @@ export function webSocketTransport({ url, apiKey, webSocketImpl, maxBuffered, on
         },
       };
     },
+    execute(document, variables, signal) {
+      return new Promise<Record<string, unknown>>((resolve, reject) => {
+        let data: Record<string, unknown> | undefined;
+        let failed = false;
+        const stop = client.subscribe<Record<string, unknown>>(
+          { query: documentText(document), variables },
+          {
+            next: (result) => {
+              if (result.errors?.length || !result.data) {
+                failed = true;
+                reject(fromGraphQLErrors((result.errors ?? []) as GraphQLErrorLike[]));
+              } else data = result.data;
+            },
+            error: (err) => {
+              failed = true;
+              reject(toError(err, url));
+            },
+            complete: () => {
+              if (failed) return;
+              if (data) resolve(data);
+              else reject(fromCloseCode(1000, 'the socket closed before the answer'));
+            },
+          },
+        );
+        signal?.addEventListener(
+          'abort',
+          () => {
+            stop();
+            reject(signal.reason);
+          },
+          { once: true },
+        );
+      });
+    },
     close: async () => {
       clearTimeout(pongTimer);
       await client.dispose();

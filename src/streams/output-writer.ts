@@ -23,6 +23,8 @@ export interface OutputWriterOptions {
   store: OutputStore;
   /** The run's claim as stored (a fenced write is checked against it). */
   claimOf: (tenant: string, runId: string) => Promise<RunClaim | null>;
+  /** Calls `changed` when the run or its claim changes (the claim read is then read again); returns the unsubscribe. */
+  watchRun: (tenant: string, runId: string, changed: () => void) => () => void;
   publish: (change: Change) => void;
   flushMs: number;
   flushBytes: number;
@@ -58,8 +60,8 @@ const TAIL_BYTES = 16 * 1024;
 const MAX_WAITING_BYTES = 1024 * 1024;
 /** Between tries of a flush DynamoDB refused. */
 const RETRY_MS = 200;
-/** How long a claim read for a fenced write is trusted (the flush's fence is the real check). */
-const CLAIM_TRUST_MS = 1_000;
+/** How long a claim read for a fenced write is trusted, unless the run changes first (the flush's fence is the real check). */
+const CLAIM_TRUST_MS = 5_000;
 
 interface Waiter {
   upTo: number;
@@ -100,7 +102,8 @@ export function createOutputWriter(options: OutputWriterOptions) {
   const now = options.now ?? Date.now;
   const streams = new Map<string, StreamState>();
   const loading = new Map<string, Promise<StreamState>>();
-  const claims = new Map<string, { claim: RunClaim | null; readAt: number }>();
+  /** Claims read for fenced writes, each dropped as soon as its run changes (a cancel, a takeover). */
+  const claims = new Map<string, { claim: RunClaim | null; readAt: number; unwatch: () => void }>();
   const keyOf = (tenant: string, runId: string, stream: string) => `${tenant}\u0000${runId}\u0000${stream}`;
 
   async function load(tenant: string, runId: string, stream: string): Promise<StreamState> {
@@ -146,13 +149,31 @@ export function createOutputWriter(options: OutputWriterOptions) {
     for (const [key] of idle.slice(0, Math.max(1, streams.size - MAX_STREAMS + 1))) streams.delete(key);
   }
 
+  function forgetClaim(key: string) {
+    claims.get(key)?.unwatch();
+    claims.delete(key);
+  }
+
   async function checkFence(tenant: string, runId: string, token: number) {
     const key = `${tenant}\u0000${runId}`;
     let known = claims.get(key);
     if (!known || now() - known.readAt > CLAIM_TRUST_MS || !fenceHolds(known.claim, token, now())) {
-      known = { claim: await options.claimOf(tenant, runId), readAt: now() };
-      claims.set(key, known);
-      if (claims.size > MAX_STREAMS) claims.delete(claims.keys().next().value as string);
+      known?.unwatch();
+      claims.delete(key);
+      // Watched before the read: a change landing meanwhile drops what is read.
+      let changed = false;
+      const unwatch = options.watchRun(tenant, runId, () => {
+        changed = true;
+        forgetClaim(key);
+      });
+      const claim = await options.claimOf(tenant, runId);
+      known = { claim, readAt: now(), unwatch };
+      if (changed) unwatch();
+      else {
+        forgetClaim(key);
+        claims.set(key, known);
+        if (claims.size > MAX_STREAMS) forgetClaim(claims.keys().next().value as string);
+      }
     }
     if (!fenceHolds(known.claim, token, now())) throw new ClaimLost(runId, known.claim, now());
   }
