@@ -29,6 +29,11 @@ Flags:
   --ttl-update-interval DUR
                          how long after one UpdateTimeToLive the next is refused
                          (default 1h, as DynamoDB; 0s allows switching TTL at will)
+  --table-delay DUR      how long a new table stays CREATING (a changed one UPDATING,
+                         a deleted one DELETING); item requests on it meanwhile are
+                         answered ResourceNotFoundException (default 0s: ACTIVE at once)
+  --cors                 answer browsers' CORS requests for any origin, as DynamoDB
+                         does (off by default: the engine accepts any credentials)
   -h, --help             show this help
 
 Durations take a unit: 500ms, 30s, 15m, 24h.
@@ -77,6 +82,8 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'ttl-delay': { type: 'string' },
       'ttl-update-interval': { type: 'string' },
       'lock-wait': { type: 'string' },
+      'table-delay': { type: 'string' },
+      cors: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -97,5 +104,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
     ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),
     lockWaitMs: values['lock-wait'] === 'forever' ? Number.POSITIVE_INFINITY : duration('lock-wait', values['lock-wait']),
+    createTableMs: duration('table-delay', values['table-delay']),
+    cors: values.cors,
   };
 }

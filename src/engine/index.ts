@@ -71,7 +71,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   // Tables created from now on carry the engine's region in their ARNs.
   store.tableDb.awsRegion = settings.region;
 
-  const { log, locks, ttl, transactions, faults, dispatch } = await assemble(settings, store);
+  const { log, locks, ttl, transactions, faults, dispatch, serves } = await assemble(settings, store);
   const inFlight = new Set<Promise<unknown>>();
   const tracked: typeof dispatch = (...request) => {
     const work = dispatch(...request);
@@ -86,6 +86,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     onUnexpected: onError,
     isClosing: () => closing !== undefined,
     defaultRegion: settings.region,
+    serves,
+    cors: settings.cors,
   });
   const listener = await listen(settings.port, settings.host, protocol.http);
 

@@ -42,8 +42,17 @@ export interface EngineOptions {
    * at will, for local use.
    */
   ttlUpdateIntervalMs?: number;
-  /** How long a new table stays CREATING (default 0). */
+  /**
+   * How long a new table stays CREATING (and a changed or deleted one UPDATING or DELETING)
+   * before it is ACTIVE or gone (default 0: at once). Meanwhile item requests on it are
+   * answered ResourceNotFoundException, as DynamoDB answers them.
+   */
   createTableMs?: number;
+  /**
+   * Answer browsers' CORS requests as DynamoDB does, for any origin (default false: the
+   * engine accepts any credentials, so any web page could otherwise read and write it).
+   */
+  cors?: boolean;
   /**
    * How long a request waits for the locks of the items it touches before it is answered
    * as DynamoDB answers contention: TransactionCanceledException with reason
@@ -88,6 +97,7 @@ export function withDefaults(options: EngineOptions) {
       updateIntervalMs: options.ttlUpdateIntervalMs ?? 60 * MINUTE,
     },
     createTableMs: options.createTableMs ?? 0,
+    cors: options.cors ?? false,
     lockWaitMs: options.lockWaitMs ?? 2_000,
     limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, pendingTokens: MAX_PENDING_TOKENS, ...options.limits },
     onError: options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err)),

@@ -32,7 +32,7 @@ export async function assemble(settings: Settings, store: Store) {
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();
 
-  const dispatch = createDispatch({
+  const { dispatch, serves } = createDispatch({
     store,
     faults,
     dynamodb: {
@@ -51,5 +51,5 @@ export async function assemble(settings: Settings, store: Store) {
     },
     streams: streamsApi.handle,
   });
-  return { log, locks, ttl, transactions, faults, dispatch };
+  return { log, locks, ttl, transactions, faults, dispatch, serves };
 }

@@ -22,6 +22,8 @@ describe('engine flags', () => {
       '--ttl-delay',
       '--ttl-update-interval',
       '--lock-wait',
+      '--table-delay',
+      '--cors',
       '--help',
     ]) {
       expect(help).toContain(flag);
@@ -39,6 +41,11 @@ describe('engine flags', () => {
       streamRetentionMs: 7_200_000,
       ttlDeleteDelayMs: 500,
     });
+  });
+
+  test('--table-delay and --cors set the table transition time and CORS', () => {
+    expect(parseEngineArgs(['--table-delay', '500ms', '--cors'])).toMatchObject({ createTableMs: 500, cors: true });
+    expect(parseEngineArgs([])).toMatchObject({ createTableMs: undefined, cors: undefined });
   });
 
   test.each([
