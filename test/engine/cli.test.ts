@@ -24,6 +24,9 @@ describe('engine flags', () => {
       '--lock-wait',
       '--table-delay',
       '--cors',
+      '--partition-limits',
+      '--partition-wcu',
+      '--partition-rcu',
       '--help',
     ]) {
       expect(help).toContain(flag);
@@ -41,6 +44,16 @@ describe('engine flags', () => {
       streamRetentionMs: 7_200_000,
       ttlDeleteDelayMs: 500,
     });
+  });
+
+  test("--partition-limits turns the throughput model on, with DynamoDB's limits unless told others", () => {
+    expect(parseEngineArgs([])).toMatchObject({ partitionLimits: undefined });
+    expect(parseEngineArgs(['--partition-limits'])).toMatchObject({ partitionLimits: {} });
+    expect(parseEngineArgs(['--partition-limits', '--partition-wcu', '20', '--partition-rcu', '60'])).toMatchObject({
+      partitionLimits: { writeUnits: 20, readUnits: 60 },
+    });
+    expect(() => parseEngineArgs(['--partition-wcu', '20'])).toThrow(/need --partition-limits/);
+    expect(() => parseEngineArgs(['--partition-limits', '--partition-wcu', '0'])).toThrow(/--partition-wcu must be a whole number from 1/);
   });
 
   test('--table-delay and --cors set the table transition time and CORS', () => {
