@@ -73,6 +73,9 @@ const env = z.object({
   RUNPLANE_ENGINE_PORT: port(0),
   RUNPLANE_DATA_DIR: z.string().min(1, 'must not be empty').default('.runplane/data'),
   RUNPLANE_IN_MEMORY: flag(false),
+  RUNPLANE_ENGINE_PARTITION_LIMITS: flag(false),
+  RUNPLANE_ENGINE_PARTITION_WCU: whole(1, 10_000_000).default(1_000),
+  RUNPLANE_ENGINE_PARTITION_RCU: whole(1, 10_000_000).default(3_000),
   RUNPLANE_MAX_PAYLOAD_BYTES: z
     .string()
     .regex(/^\d+$/, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
@@ -158,6 +161,8 @@ export interface Config {
     readonly port: number;
     /** Absent: in memory. */
     readonly dataDir?: string;
+    /** DynamoDB's per-partition throughput limits in the embedded engine (absent: off). */
+    readonly partitionLimits?: { readonly writeUnits: number; readonly readUnits: number };
   };
   readonly limits: Limits;
   /** What one client may hold open, and how long it may take to send. */
@@ -248,7 +253,13 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       createTable: e.RUNPLANE_CREATE_TABLE === undefined ? local : e.RUNPLANE_CREATE_TABLE === 'true' || e.RUNPLANE_CREATE_TABLE === '1',
       localCredentials: local && !e.AWS_ACCESS_KEY_ID,
     },
-    engine: { port: e.RUNPLANE_ENGINE_PORT, dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR) },
+    engine: {
+      port: e.RUNPLANE_ENGINE_PORT,
+      dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR),
+      partitionLimits: e.RUNPLANE_ENGINE_PARTITION_LIMITS
+        ? { writeUnits: e.RUNPLANE_ENGINE_PARTITION_WCU, readUnits: e.RUNPLANE_ENGINE_PARTITION_RCU }
+        : undefined,
+    },
     limits: {
       maxPayloadBytes: e.RUNPLANE_MAX_PAYLOAD_BYTES,
       maxPageSize: e.RUNPLANE_MAX_PAGE_SIZE,

@@ -66,7 +66,12 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   // Bad keys stop the start before anything else is started.
   const apiKeys = createApiKeys(config.auth, log);
   const engine = config.dynamodb.embedded
-    ? await startEngine({ port: config.engine.port, host: '127.0.0.1', dataDir: config.engine.dataDir })
+    ? await startEngine({
+        port: config.engine.port,
+        host: '127.0.0.1',
+        dataDir: config.engine.dataDir,
+        partitionLimits: config.engine.partitionLimits,
+      })
     : undefined;
   const clients = createClients({
     endpoint: engine?.endpoint ?? config.dynamodb.endpoint,

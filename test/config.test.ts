@@ -59,6 +59,8 @@ describe('configuration from the environment', () => {
     ['RUNPLANE_GROUP_COMMIT', 'off', /RUNPLANE_GROUP_COMMIT="off": must be true or false/],
     ['RUNPLANE_MAX_PAYLOAD_BYTES', '500000', /RUNPLANE_MAX_PAYLOAD_BYTES="500000"/],
     ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
+    ['RUNPLANE_ENGINE_PARTITION_LIMITS', 'on', /RUNPLANE_ENGINE_PARTITION_LIMITS="on": must be true or false/],
+    ['RUNPLANE_ENGINE_PARTITION_WCU', '0', /RUNPLANE_ENGINE_PARTITION_WCU="0": must be a whole number from 1/],
     ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": entry 1: a key must be at least 16 characters/],
     ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=a#b', /RUNPLANE_API_KEYS=.*: entry 1: the tenant must be/],
     ['RUNPLANE_CORS_ORIGINS', 'https://app.example/path', /RUNPLANE_CORS_ORIGINS=.*: must be origins such as https:\/\/app.example.com/],
@@ -69,6 +71,15 @@ describe('configuration from the environment', () => {
   ])('%s=%s is refused with a message naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);
+  });
+
+  test("the embedded engine's partition limits are off unless asked for, 1,000 WCU and 3,000 RCU when on", () => {
+    expect(loadConfig({}).engine.partitionLimits).toBeUndefined();
+    expect(loadConfig({ RUNPLANE_ENGINE_PARTITION_LIMITS: 'true' }).engine.partitionLimits).toEqual({ writeUnits: 1000, readUnits: 3000 });
+    expect(
+      loadConfig({ RUNPLANE_ENGINE_PARTITION_LIMITS: 'true', RUNPLANE_ENGINE_PARTITION_WCU: '20', RUNPLANE_ENGINE_PARTITION_RCU: '60' })
+        .engine.partitionLimits,
+    ).toEqual({ writeUnits: 20, readUnits: 60 });
   });
 
   test('every bad value is named at once', () => {

@@ -29,6 +29,17 @@ Flags:
   --ttl-update-interval DUR
                          how long after one UpdateTimeToLive the next is refused
                          (default 1h, as DynamoDB; 0s allows switching TTL at will)
+  --table-delay DUR      how long a new table stays CREATING (a changed one UPDATING,
+                         a deleted one DELETING); item requests on it meanwhile are
+                         answered ResourceNotFoundException (default 0s: ACTIVE at once)
+  --cors                 answer browsers' CORS requests for any origin, as DynamoDB
+                         does (off by default: the engine accepts any credentials)
+  --partition-limits     throttle as DynamoDB does past its per-partition limits: each
+                         partition key value of a table or global index takes at most
+                         --partition-wcu write units (default 1000) and --partition-rcu
+                         read units (default 3000) a second
+  --partition-wcu N      write units a second per partition key value
+  --partition-rcu N      read units a second per partition key value
   -h, --help             show this help
 
 Durations take a unit: 500ms, 30s, 15m, 24h.
@@ -59,6 +70,16 @@ function regionName(value: string | undefined) {
   return value;
 }
 
+function partitionLimits(values: { 'partition-limits'?: boolean; 'partition-wcu'?: string; 'partition-rcu'?: string }) {
+  const writeUnits = integer('partition-wcu', values['partition-wcu'], 1, 10_000_000);
+  const readUnits = integer('partition-rcu', values['partition-rcu'], 1, 10_000_000);
+  if (!values['partition-limits']) {
+    if (writeUnits !== undefined || readUnits !== undefined) throw new Error('--partition-wcu and --partition-rcu need --partition-limits');
+    return undefined;
+  }
+  return { ...(writeUnits === undefined ? {} : { writeUnits }), ...(readUnits === undefined ? {} : { readUnits }) };
+}
+
 export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
   const { values } = parseArgs({
     args: argv,
@@ -77,6 +98,11 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'ttl-delay': { type: 'string' },
       'ttl-update-interval': { type: 'string' },
       'lock-wait': { type: 'string' },
+      'table-delay': { type: 'string' },
+      cors: { type: 'boolean' },
+      'partition-limits': { type: 'boolean' },
+      'partition-wcu': { type: 'string' },
+      'partition-rcu': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -97,5 +123,8 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     ttlDeleteDelayMs: duration('ttl-delay', values['ttl-delay']),
     ttlUpdateIntervalMs: duration('ttl-update-interval', values['ttl-update-interval']),
     lockWaitMs: values['lock-wait'] === 'forever' ? Number.POSITIVE_INFINITY : duration('lock-wait', values['lock-wait']),
+    createTableMs: duration('table-delay', values['table-delay']),
+    cors: values.cors,
+    partitionLimits: partitionLimits(values),
   };
 }

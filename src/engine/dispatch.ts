@@ -24,7 +24,7 @@ export function createDispatch({ store, faults, dynamodb, streams }: Routes) {
     return result;
   }
 
-  return function dispatch(service: string, operation: string, body: Record<string, unknown>, context: RequestContext) {
+  function dispatch(service: string, operation: string, body: Record<string, unknown>, context: RequestContext) {
     if (service === DYNAMODB_SERVICE) {
       const handler = Object.hasOwn(dynamodb, operation) ? dynamodb[operation] : undefined;
       if (handler) return run(operation, body, context, handler);
@@ -37,5 +37,13 @@ export function createDispatch({ store, faults, dynamodb, streams }: Routes) {
       return run(operation, body, context, (_, withFaults) => streams(operation as StreamsOperation, body, withFaults));
     }
     return Promise.reject(unsupported(service, operation));
-  };
+  }
+
+  /** Whether `dispatch` has an operation for the target (it refuses every other one). */
+  function serves(service: string, operation: string) {
+    if (service === DYNAMODB_SERVICE) return Object.hasOwn(dynamodb, operation) || isDynaliteOperation(operation);
+    return service === STREAMS_SERVICE && streamsOperations.includes(operation as StreamsOperation);
+  }
+
+  return { dispatch, serves };
 }

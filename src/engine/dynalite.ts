@@ -114,6 +114,7 @@ const actionNames = {
   DeleteItem: 'deleteItem',
   DeleteTable: 'deleteTable',
   DescribeTable: 'describeTable',
+  DescribeTimeToLive: 'describeTimeToLive',
   GetItem: 'getItem',
   ListTables: 'listTables',
   PutItem: 'putItem',

@@ -7,8 +7,8 @@ export class EngineError extends Error {
     message: string,
     /** Extra members of the error body (`Item`, `CancellationReasons`). */
     readonly fields: Record<string, unknown> = {},
-    /** dynalite's SerializationException spells it `Message`; keep the wire shape it chose. */
-    readonly messageKey: 'message' | 'Message' = 'message',
+    /** dynalite's SerializationException spells it `Message`; keep the wire shape it chose (null: no message at all). */
+    readonly messageKey: 'message' | 'Message' | null = 'message',
   ) {
     super(message);
   }
@@ -23,6 +23,7 @@ export class EngineError extends Error {
   }
 
   toBody() {
+    if (this.messageKey === null) return { __type: this.type, ...this.fields };
     return { __type: this.type, [this.messageKey]: this.message, ...this.fields };
   }
 }
@@ -32,6 +33,8 @@ const dynamodb = 'com.amazonaws.dynamodb.v20120810#';
 export const errors = {
   validation: (message: string) => new EngineError(400, 'com.amazon.coral.validate#ValidationException', message),
   serialization: (message: string) => new EngineError(400, 'com.amazon.coral.service#SerializationException', message, {}, 'Message'),
+  /** What DynamoDB answers for a body that is not JSON, or no body: the type alone. */
+  unreadableBody: () => new EngineError(400, 'com.amazon.coral.service#SerializationException', '', {}, null),
   unknownOperation: (message: string) => new EngineError(400, 'com.amazon.coral.service#UnknownOperationException', message),
   resourceNotFound: (message = 'Requested resource not found') => new EngineError(400, `${dynamodb}ResourceNotFoundException`, message),
   conditionalCheckFailed: (item?: Record<string, unknown>) =>

@@ -1,4 +1,9 @@
-/** DynamoDB's JSON 1.0 wire protocol: `POST /` with `X-Amz-Target: <Service>.<Operation>`. */
+/**
+ * DynamoDB's JSON 1.0 wire protocol: `POST /` with `X-Amz-Target: <Service>.<Operation>`,
+ * refused in DynamoDB's order: the request's size, method and content type, a body that is
+ * not JSON, an unknown target, a missing or incomplete signature (over HTTP only: in-process
+ * callers are trusted), then an empty body.
+ */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { crc32 } from 'node:zlib';
@@ -6,8 +11,12 @@ import { EngineError, errors } from './errors.ts';
 import { unsupported } from './operations.ts';
 import { signingRegion } from './region.ts';
 import type { RequestContext } from './request-context.ts';
+import { signatureProblem } from './signature.ts';
 
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
+/** How long a browser may keep a preflight's answer (DynamoDB's figure). */
+const PREFLIGHT_MAX_AGE_SECONDS = 172_800;
+const JSON_TYPES = new Set(['application/json', 'application/x-amz-json-1.0']);
 
 export type Dispatch = (service: string, operation: string, body: Record<string, unknown>, context: RequestContext) => Promise<unknown>;
 
@@ -21,21 +30,32 @@ export interface ProtocolOptions {
   isClosing: () => boolean;
   /** The region of requests that do not say theirs (in-process calls, unsigned requests). */
   defaultRegion: string;
+  /** Whether the engine serves `service.operation`; any other target is refused before the signature is looked at. */
+  serves: (service: string, operation: string) => boolean;
+  /** Answer browsers' CORS requests as DynamoDB does (any origin). */
+  cors: boolean;
 }
 
-export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, defaultRegion }: ProtocolOptions) {
-  /** Answers one request: its target and JSON text in, a status and JSON text out. Never throws. */
-  async function answer(target: string, text: string, region = defaultRegion): Promise<Answer> {
+export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, defaultRegion, serves, cors }: ProtocolOptions) {
+  /**
+   * Answers one request: its target and JSON text in, a status and JSON text out; `signature`
+   * says what is wrong with an HTTP request's signature, if anything. Never throws.
+   */
+  async function respond(target: string, text: string, region: string, signature?: () => EngineError | undefined): Promise<Answer> {
     try {
       if (isClosing()) throw errors.internal('The engine is shutting down');
       let body: unknown;
       try {
         body = text ? JSON.parse(text) : undefined;
       } catch {
-        throw errors.serialization('Start of structure or map found where not expected');
+        throw errors.unreadableBody();
       }
       const [service = '', operation = '', ...extra] = target.split('.');
       if (extra.length > 0 || !operation) throw unsupported('', '');
+      if (!serves(service, operation)) throw unsupported(service, operation);
+      const refused = signature?.();
+      if (refused) throw refused;
+      if (body === undefined) throw errors.unreadableBody();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
       const result = await dispatch(service, operation, body as Record<string, unknown>, { region });
       return { status: 200, body: JSON.stringify(result ?? {}) };
@@ -47,26 +67,50 @@ export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, de
     }
   }
 
+  /** The same in this process, without HTTP (and so without a signature). */
+  const answer = (target: string, text: string, region = defaultRegion) => respond(target, text, region);
+
   /** The same over HTTP. */
   function http(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
+      if (size > MAX_REQUEST_BYTES) return;
       size += chunk.length;
-      if (size <= MAX_REQUEST_BYTES) chunks.push(chunk);
+      if (size <= MAX_REQUEST_BYTES) return void chunks.push(chunk);
+      // Refused as soon as it is too large, without waiting for the rest.
+      chunks.length = 0;
+      res.statusCode = 413;
+      res.setHeader('Transfer-Encoding', 'chunked');
+      res.end();
     });
     req.on('error', () => res.destroy());
     req.on('end', () => {
+      if (size > MAX_REQUEST_BYTES) return;
       res.setHeader('x-amzn-RequestId', requestId());
-      if (size > MAX_REQUEST_BYTES) return send(res, 413, '');
-      if (req.method === 'GET') return send(res, 200, 'healthy: dynamodb.us-east-1.amazonaws.com ', 'text/plain');
-      if (req.method !== 'POST') return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
+      if (cors && req.headers.origin) {
+        res.setHeader('Access-Control-Allow-Origin', '*');
+        if (req.method === 'OPTIONS') return preflight(req, res);
+      }
+      if (req.method === 'GET') return send(res, 200, `healthy: dynamodb.${defaultRegion}.amazonaws.com `, 'text/plain');
+      const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim() ?? '';
+      if (req.method !== 'POST' || (size > 0 && !JSON_TYPES.has(contentType))) {
+        return send(res, 404, '<UnknownOperationException/>\n', 'text/plain');
+      }
       // Shutting down: tell the client not to reuse this connection.
       if (isClosing()) res.setHeader('Connection', 'close');
-      const contentType = (req.headers['content-type'] ?? 'application/x-amz-json-1.0').split(';')[0]?.trim() ?? '';
-      const replyType = contentType === 'application/json' ? 'application/json' : 'application/x-amz-json-1.0';
-      const region = signingRegion(req.headers.authorization) ?? defaultRegion;
-      void answer(String(req.headers['x-amz-target'] ?? ''), Buffer.concat(chunks).toString('utf8'), region).then(({ status, body }) =>
+      const replyType = contentType === 'application/x-amz-json-1.0' ? contentType : 'application/json';
+      const authorization = req.headers.authorization;
+      const region = signingRegion(authorization) ?? defaultRegion;
+      const queryAt = req.url?.indexOf('?') ?? -1;
+      const signature = () =>
+        signatureProblem({
+          authorization,
+          query: queryAt >= 0 ? req.url?.slice(queryAt + 1) : undefined,
+          hasDate: Boolean(req.headers['x-amz-date'] || req.headers.date),
+        });
+      const target = String(req.headers['x-amz-target'] ?? '');
+      void respond(target, Buffer.concat(chunks).toString('utf8'), region, signature).then(({ status, body }) =>
         send(res, status, body, replyType),
       );
     });
@@ -77,7 +121,18 @@ export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, de
 
 export const requestId = () => randomBytes(39).toString('base64').toUpperCase().replace(/[+/]/g, '0');
 
-function send(res: ServerResponse, status: number, body: string, contentType = 'application/x-amz-json-1.0') {
+/** A browser's preflight: whatever it asks to send is allowed, as DynamoDB allows it. */
+function preflight(req: IncomingMessage, res: ServerResponse) {
+  const headers = req.headers['access-control-request-headers'];
+  const method = req.headers['access-control-request-method'];
+  if (headers) res.setHeader('Access-Control-Allow-Headers', headers);
+  if (method) res.setHeader('Access-Control-Allow-Methods', method);
+  res.setHeader('Access-Control-Max-Age', PREFLIGHT_MAX_AGE_SECONDS);
+  res.setHeader('Content-Length', 0);
+  res.end();
+}
+
+function send(res: ServerResponse, status: number, body: string, contentType: string) {
   if (res.headersSent || res.destroyed) return;
   const bytes = Buffer.from(body, 'utf8');
   res.statusCode = status;

@@ -62,6 +62,8 @@ export interface EngineStats {
   streams: { cachedRecords: number; cachedBytes: number; cacheHits: number; diskReads: number; readAtStart: number };
   /** LevelDB iterators open now (each Query, Scan and stream read opens one and must close it). */
   iterators: { open: number };
+  /** The throughput model (when on): partition buckets kept now, those used since they were last full. */
+  throughput?: { writeBuckets: number; readBuckets: number };
 }
 
 export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
@@ -71,7 +73,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   // Tables created from now on carry the engine's region in their ARNs.
   store.tableDb.awsRegion = settings.region;
 
-  const { log, locks, ttl, transactions, faults, dispatch } = await assemble(settings, store);
+  const { log, locks, ttl, transactions, faults, dispatch, serves, throughput } = await assemble(settings, store);
   const inFlight = new Set<Promise<unknown>>();
   const tracked: typeof dispatch = (...request) => {
     const work = dispatch(...request);
@@ -86,6 +88,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     onUnexpected: onError,
     isClosing: () => closing !== undefined,
     defaultRegion: settings.region,
+    serves,
+    cors: settings.cors,
   });
   const listener = await listen(settings.port, settings.host, protocol.http);
 
@@ -107,6 +111,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
       streams: log.stats(),
       ttl: ttl.stats(),
       iterators: { open: store.openIterators() },
+      ...(throughput ? { throughput: throughput.stats() } : {}),
     }),
     control: {
       rolloverShard: (table) => log.rollover(streamOf(table)),

@@ -1,4 +1,5 @@
 /** The engine's options and their defaults. */
+import type { PartitionLimits } from './capacity/index.ts';
 import { MAX_WAITERS_PER_ITEM } from './item-locks.ts';
 import { STREAM_CACHE_BYTES } from './streams/record-cache.ts';
 import { MAX_PENDING_TOKENS } from './transactions/tokens.ts';
@@ -42,8 +43,17 @@ export interface EngineOptions {
    * at will, for local use.
    */
   ttlUpdateIntervalMs?: number;
-  /** How long a new table stays CREATING (default 0). */
+  /**
+   * How long a new table stays CREATING (and a changed or deleted one UPDATING or DELETING)
+   * before it is ACTIVE or gone (default 0: at once). Meanwhile item requests on it are
+   * answered ResourceNotFoundException, as DynamoDB answers them.
+   */
   createTableMs?: number;
+  /**
+   * Answer browsers' CORS requests as DynamoDB does, for any origin (default false: the
+   * engine accepts any credentials, so any web page could otherwise read and write it).
+   */
+  cors?: boolean;
   /**
    * How long a request waits for the locks of the items it touches before it is answered
    * as DynamoDB answers contention: TransactionCanceledException with reason
@@ -52,6 +62,14 @@ export interface EngineOptions {
    * for deterministic tests).
    */
   lockWaitMs?: number;
+  /**
+   * DynamoDB's per-partition throughput limits (off by default): each partition key value of
+   * a table or global index takes `writeUnits` write units (default 1,000) and `readUnits`
+   * read units (default 3,000) a second, spending at most `burstSeconds` (default 1) of them
+   * at once; past that a request is throttled as DynamoDB throttles it. `true` for the defaults.
+   * Time is the engine's clock (`now`), so tests move it instead of sleeping.
+   */
+  partitionLimits?: boolean | Partial<PartitionLimits>;
   /** Bounds of the engine's queues and caches; the defaults suit a server, tests lower them to reach them. */
   limits?: Partial<Limits>;
   /** Where unexpected internal errors are reported (default console.error). */
@@ -66,6 +84,19 @@ export interface Limits {
 }
 
 const MINUTE = 60_000;
+
+/** DynamoDB's per-partition maximums. */
+export const PARTITION_WRITE_UNITS = 1_000;
+export const PARTITION_READ_UNITS = 3_000;
+
+function partitionLimits(given: EngineOptions['partitionLimits']): PartitionLimits | undefined {
+  if (!given) return undefined;
+  const limits = { writeUnits: PARTITION_WRITE_UNITS, readUnits: PARTITION_READ_UNITS, burstSeconds: 1, ...(given === true ? {} : given) };
+  for (const [name, value] of Object.entries(limits)) {
+    if (!(value > 0 && Number.isFinite(value))) throw new Error(`partitionLimits.${name} must be a positive number, got ${value}`);
+  }
+  return limits;
+}
 
 /** The options with every default filled in. */
 export function withDefaults(options: EngineOptions) {
@@ -88,7 +119,9 @@ export function withDefaults(options: EngineOptions) {
       updateIntervalMs: options.ttlUpdateIntervalMs ?? 60 * MINUTE,
     },
     createTableMs: options.createTableMs ?? 0,
+    cors: options.cors ?? false,
     lockWaitMs: options.lockWaitMs ?? 2_000,
+    partitionLimits: partitionLimits(options.partitionLimits),
     limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, pendingTokens: MAX_PENDING_TOKENS, ...options.limits },
     onError: options.onError ?? ((err: unknown) => console.error('engine: unexpected error', err)),
   };

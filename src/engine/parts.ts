@@ -2,6 +2,8 @@
  * The engine's parts wired together: the stream log, item locks, item writes, TTL, tables,
  * transactions and the Streams API, and the routing of every operation to one of them.
  */
+import { createThroughput } from './capacity/index.ts';
+import { createMeteredReads } from './capacity/reads.ts';
 import { createDispatch } from './dispatch.ts';
 import type { Store } from './dynalite.ts';
 import { Faults } from './faults.ts';
@@ -22,7 +24,8 @@ export async function assemble(settings: Settings, store: Store) {
   await log.load();
   const locks = new ItemLocks({ waitMs: settings.lockWaitMs, maxWaitersPerItem: settings.limits.lockWaitersPerItem });
   const ttlSettings = new TtlSettings(store.db);
-  const storage = { store, log, locks, expiry: ttlSettings };
+  const throughput = createThroughput(settings);
+  const storage = { store, log, locks, expiry: ttlSettings, throughput };
   const items = createItemWrites(storage);
   const ttl = createTtl({ store, settings: ttlSettings, write: items.write, now, onError }, settings.ttl);
   await ttl.load();
@@ -31,14 +34,17 @@ export async function assemble(settings: Settings, store: Store) {
   const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();
+  const metered = throughput && createMeteredReads(store, throughput);
 
-  const dispatch = createDispatch({
+  const { dispatch, serves } = createDispatch({
     store,
     faults,
     dynamodb: {
-      PutItem: (body, { stall }) => items.write('PutItem', body, { stall }),
-      UpdateItem: (body, { stall }) => items.write('UpdateItem', body, { stall }),
-      DeleteItem: (body, { stall }) => items.write('DeleteItem', body, { stall }),
+      PutItem: (body, { stall, region }) => items.write('PutItem', body, { stall, region }),
+      UpdateItem: (body, { stall, region }) => items.write('UpdateItem', body, { stall, region }),
+      DeleteItem: (body, { stall, region }) => items.write('DeleteItem', body, { stall, region }),
+      // Reads are dynalite's own unless the throughput model has to take their units.
+      ...(metered ? { GetItem: metered.get, Query: metered.query } : {}),
       BatchWriteItem: items.batchWrite,
       TransactWriteItems: transactions.write,
       TransactGetItems: transactions.get,
@@ -51,5 +57,5 @@ export async function assemble(settings: Settings, store: Store) {
     },
     streams: streamsApi.handle,
   });
-  return { log, locks, ttl, transactions, faults, dispatch };
+  return { log, locks, ttl, transactions, faults, dispatch, serves, throughput };
 }

@@ -5,6 +5,8 @@
  * and to readers, gives us the old and new image of every item for its stream record,
  * and lets a transaction evaluate all its actions before anything is written.
  */
+
+import type { Throughput } from './capacity/index.ts';
 import {
   type DynaliteOperation,
   dynaliteDb,
@@ -23,9 +25,11 @@ import { type ItemLocks, LockConflict, lockId } from './item-locks.ts';
 import type { StreamLog } from './streams/log.ts';
 import type { ItemChange } from './streams/records.ts';
 
-/** What writes go through: the store, the stream log, the item locks, the TTL expiry index. */
+/** What writes go through: the store, the stream log, the item locks, the TTL expiry index, the throughput model. */
 export interface Storage {
   store: Store;
+  /** Per-partition throughput limits; absent when off. */
+  throughput?: Throughput;
   log: StreamLog;
   locks: ItemLocks;
   /** The expiry index entries that committed changes add and remove. */
@@ -43,6 +47,11 @@ export interface WriteSetOptions {
   byTtl?: boolean;
   /** Fault injection: a wait once the item's lock is held (single writes). */
   stall?: () => Promise<void>;
+  /**
+   * Called with the changes about to be committed (single writes), with the tables they are
+   * in; it may refuse them by throwing (a throttled write), and then nothing is written.
+   */
+  beforeCommit?: (changes: readonly ItemChange[], tableOf: (name: string) => TableDescription | undefined) => void;
 }
 
 export class WriteSet {
@@ -118,6 +127,16 @@ export class WriteSet {
     return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
   }
 
+  /** The changes captured so far and not yet committed (a transaction's, before it commits). */
+  staged(): readonly ItemChange[] {
+    return this.changes;
+  }
+
+  /** A table an action of this write set looked up. */
+  tableOf(name: string) {
+    return this.tables.get(name);
+  }
+
   /** The size of the items the captured writes leave (a transaction's aggregate limit counts them). */
   stagedItemBytes() {
     return this.changes.reduce((sum, { newItem }) => sum + (newItem ? dynaliteDb.itemSize(newItem) : 0), 0);
@@ -128,6 +147,7 @@ export class WriteSet {
    * stream records become readable once it lands.
    */
   async commit(alongside: LevelOp[] = []) {
+    if (this.changes.length > 0) this.options.beforeCommit?.(this.changes, (name) => this.tables.get(name));
     const changes = this.changes.splice(0);
     const ops = [...this.ops.splice(0), ...alongside];
     if (ops.length === 0) return;

@@ -22,6 +22,11 @@ describe('engine flags', () => {
       '--ttl-delay',
       '--ttl-update-interval',
       '--lock-wait',
+      '--table-delay',
+      '--cors',
+      '--partition-limits',
+      '--partition-wcu',
+      '--partition-rcu',
       '--help',
     ]) {
       expect(help).toContain(flag);
@@ -39,6 +44,21 @@ describe('engine flags', () => {
       streamRetentionMs: 7_200_000,
       ttlDeleteDelayMs: 500,
     });
+  });
+
+  test("--partition-limits turns the throughput model on, with DynamoDB's limits unless told others", () => {
+    expect(parseEngineArgs([])).toMatchObject({ partitionLimits: undefined });
+    expect(parseEngineArgs(['--partition-limits'])).toMatchObject({ partitionLimits: {} });
+    expect(parseEngineArgs(['--partition-limits', '--partition-wcu', '20', '--partition-rcu', '60'])).toMatchObject({
+      partitionLimits: { writeUnits: 20, readUnits: 60 },
+    });
+    expect(() => parseEngineArgs(['--partition-wcu', '20'])).toThrow(/need --partition-limits/);
+    expect(() => parseEngineArgs(['--partition-limits', '--partition-wcu', '0'])).toThrow(/--partition-wcu must be a whole number from 1/);
+  });
+
+  test('--table-delay and --cors set the table transition time and CORS', () => {
+    expect(parseEngineArgs(['--table-delay', '500ms', '--cors'])).toMatchObject({ createTableMs: 500, cors: true });
+    expect(parseEngineArgs([])).toMatchObject({ createTableMs: undefined, cors: undefined });
   });
 
   test.each([

@@ -61,6 +61,33 @@ describe('UpdateTimeToLive and DescribeTimeToLive', () => {
   });
 });
 
+describe('the table name of a TTL request is checked as every table operation checks it', () => {
+  const client = dynamoClient({ maxAttempts: 1 });
+  const lengthMessage = 'TableName must be at least 3 characters long and at most 255 characters long';
+
+  test.each([
+    ['missing', undefined, "The parameter 'TableName' is required but was not present in the request"],
+    ['empty', '', lengthMessage],
+    ['too short', 'a;', lengthMessage],
+    ['too long', 'a'.repeat(256), lengthMessage],
+    [
+      'with a character outside the pattern',
+      'abc;',
+      "1 validation error detected: Value 'abc;' at 'tableName' failed to satisfy constraint: " +
+        'Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+',
+    ],
+  ])('DescribeTimeToLive and UpdateTimeToLive with a name %s: ValidationException', async (_, name, message) => {
+    const described = await failure(client.send(new DescribeTimeToLiveCommand({ TableName: name as string })));
+    expect([described.name, described.message]).toEqual(['ValidationException', message]);
+    const updated = await failure(
+      client.send(
+        new UpdateTimeToLiveCommand({ TableName: name as string, TimeToLiveSpecification: { Enabled: true, AttributeName: 'a' } }),
+      ),
+    );
+    expect([updated.name, updated.message]).toEqual(['ValidationException', message]);
+  });
+});
+
 describe.skipIf(onlyEmbedded)('the interval between TTL changes', () => {
   const leftovers: (() => Promise<void>)[] = [];
   afterEach(async () => {

@@ -5,6 +5,16 @@
  * in time is cancelled with TransactionConflict, as DynamoDB cancels under contention.
  */
 import { createHash } from 'node:crypto';
+import {
+  askedFor,
+  consumedCapacity,
+  type Line,
+  type ReturnConsumedCapacity,
+  tablePartition,
+  throttledReason,
+  unchangedWriteLines,
+  writeLines,
+} from '../capacity/index.ts';
 import { dynaliteDb, type Item, type LevelOp, runAction, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from '../errors.ts';
 import { LockConflict, lockId } from '../item-locks.ts';
@@ -23,8 +33,34 @@ interface Reason {
 const conflictReason = { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' };
 
 export function createTransactions(storage: Storage, now: () => number, maxPendingTokens?: number) {
-  const { store } = storage;
+  const { store, throughput } = storage;
   const tokens = createTokens(store.db, now, maxPendingTokens);
+
+  /**
+   * Takes a transaction's units (every item counted twice, DynamoDB's prepare and commit).
+   * @throws TransactionCanceledException with a throttling reason for each action whose partition is short
+   */
+  function take(kind: 'read' | 'write', lines: Line[], actions: number) {
+    const short = throughput?.take(kind, lines) ?? [];
+    if (short.length === 0) return;
+    throw errors.transactionCanceled(
+      Array.from({ length: actions }, (_, i) => {
+        const line = short.find((l) => l.action === i);
+        return line ? throttledReason(line) : { Code: 'None' };
+      }),
+    );
+  }
+
+  /** What each action consumed: its change, or (a check, a refused condition) the item it found. */
+  function writeUnitsOf(actions: WriteAction[], writeSet: WriteSet) {
+    const staged = new Map(writeSet.staged().map((change) => [`${change.tableName}\u0000${change.itemKey}`, change]));
+    return actions.flatMap((action, i) => {
+      const change = staged.get(`${action.table.TableName}\u0000${action.lockKey}`);
+      if (change) return writeLines(action.table, change.oldItem, change.newItem, 2, i);
+      const put = action.kind === 'Put' ? (action.data.Item as Item) : undefined;
+      return unchangedWriteLines(action.table, action.key, writeSet.readItem(action.table, action.key), put, 2, i);
+    });
+  }
 
   /**
    * Takes the locks of every item, then waits out an injected stall.
@@ -85,16 +121,23 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
       const reasons: (Reason | undefined)[] = [];
       // Every condition is checked against the stored items before anything is written.
       for (const action of actions) reasons.push(await evaluate(action, writeSet));
+      const asked = askedFor(data.ReturnConsumedCapacity);
+      const lines = throughput || asked ? writeUnitsOf(actions, writeSet) : undefined;
+      // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
+      if (lines) take('write', lines, actions.length);
       if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
       // Updates are measured once applied: the items they leave count toward the limit.
       const bytes = writeSet.stagedItemBytes();
       if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
       await writeSet.commit(alongside);
+      return answer(lines, asked);
     } finally {
       unlock();
     }
-    return {};
   }
+
+  const answer = (lines: Line[] | undefined, asked: ReturnConsumedCapacity | undefined) =>
+    lines && asked ? { ConsumedCapacity: consumedCapacity(lines, asked) } : {};
 
   /**
    * TransactWriteItems, all or nothing. A repeated ClientRequestToken within 10 minutes
@@ -121,10 +164,22 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     const reads = await prepareReads(store, data.TransactItems as { Get: Record<string, unknown> }[]);
     const unlock = await lockAll(reads, context);
     try {
-      const responses = await Promise.all(reads.map((r) => runAction('GetItem', store, r.data)));
+      const asked = askedFor(data.ReturnConsumedCapacity);
+      const metered = Boolean(throughput || asked);
+      // dynalite counts a strongly consistent read of each whole item; a transaction reads twice.
+      const counted = (r: (typeof reads)[number]) =>
+        metered ? { ...r.data, ReturnConsumedCapacity: 'TOTAL', ConsistentRead: true } : r.data;
+      const responses = await Promise.all(reads.map((r) => runAction('GetItem', store, counted(r))));
+      const lines = metered
+        ? reads.map((r, i): Line => {
+            const units = (responses[i]?.ConsumedCapacity as { CapacityUnits: number } | undefined)?.CapacityUnits ?? 1;
+            return { table: r.table, partition: tablePartition(r.table, r.data.Key as Item), units: units * 2, action: i };
+          })
+        : undefined;
+      if (lines) take('read', lines, reads.length);
       const bytes = responses.reduce((sum, { Item }) => sum + (Item ? dynaliteDb.itemSize(Item as Item) : 0), 0);
       if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
-      return { Responses: responses.map(({ Item }) => (Item ? { Item } : {})) };
+      return { Responses: responses.map(({ Item }) => (Item ? { Item } : {})), ...answer(lines, asked) };
     } finally {
       unlock();
     }

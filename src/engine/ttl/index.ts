@@ -4,7 +4,7 @@
  * delete is a normal REMOVE in the stream marked as done by the service, and an item whose
  * expiry changed since it was indexed is left alone.
  */
-import { getTable, type Store, validateWith } from '../dynalite.ts';
+import { getTable, requestTypes, type Store, validate, validateWith } from '../dynalite.ts';
 import { errors } from '../errors.ts';
 import { createIndexJobs } from './jobs.ts';
 import type { TtlSettings } from './settings.ts';
@@ -21,7 +21,8 @@ export interface TtlOptions {
 
 const updateSpec = {
   types: {
-    TableName: { type: 'String', notNull: true, regex: '[a-zA-Z0-9_.-]+', lengthGreaterThanOrEqual: 3, lengthLessThanOrEqual: 255 },
+    // Checked as every table operation checks its TableName (DescribeTimeToLive's, dynalite's spec).
+    TableName: requestTypes('DescribeTimeToLive').TableName,
     TimeToLiveSpecification: {
       type: 'FieldStruct<TimeToLiveSpecification>',
       notNull: true,
@@ -32,7 +33,6 @@ const updateSpec = {
     },
   },
 };
-const describeSpec = { types: { TableName: updateSpec.types.TableName } };
 
 export interface TtlDeps {
   store: Store;
@@ -53,7 +53,7 @@ export function createTtl({ store, settings, write, now, onError }: TtlDeps, opt
   }
 
   async function update(body: Record<string, unknown>) {
-    const data = validateWith(updateSpec, body, undefined);
+    const data = validateWith(updateSpec, body, store);
     const tableName = data.TableName as string;
     const spec = data.TimeToLiveSpecification as { Enabled: boolean; AttributeName: string };
     await getTable(store, tableName, false);
@@ -75,7 +75,7 @@ export function createTtl({ store, settings, write, now, onError }: TtlDeps, opt
   }
 
   async function describe(body: Record<string, unknown>) {
-    const data = validateWith(describeSpec, body, undefined);
+    const data = validate('DescribeTimeToLive', body, store);
     await getTable(store, data.TableName as string, false);
     const setting = settings.get(data.TableName as string);
     return {
