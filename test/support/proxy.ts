@@ -10,11 +10,13 @@ export interface Proxy {
   /** Connections cut so far. */
   dropped: number;
   drop(): void;
+  /** New connections go to another server from now on (as a load balancer moves on from a dead one). */
+  retarget(target: string): void;
   close(): Promise<void>;
 }
 
 export async function tcpProxy(target: string): Promise<Proxy> {
-  const to = new URL(target);
+  let to = new URL(target);
   const open = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = createConnection({ host: to.hostname, port: Number(to.port) });
@@ -33,6 +35,9 @@ export async function tcpProxy(target: string): Promise<Proxy> {
   const proxy: Proxy = {
     url: url.toString(),
     dropped: 0,
+    retarget(next: string) {
+      to = new URL(next);
+    },
     drop() {
       for (const socket of open) socket.resetAndDestroy();
       proxy.dropped += open.size;
