@@ -86,12 +86,15 @@ describe.skipIf(noRedis)('output over replicas', () => {
     // Accepted by A but not stored (its flush is 2 s off) when A dies.
     const middle = tokens(50, 100);
     for (const word of middle) writer.write(word);
-    await waitFor(async () => {
-      const answer = await a.gql<{ run: { outputs: { length: number }[] } }>('query($id: ID!) { run(id: $id) { outputs { length } } }', {
-        id: runId,
-      });
-      return (answer.data?.run.outputs[0]?.length ?? 0) > stored;
-    }, { what: 'A to accept text it has not stored' });
+    await waitFor(
+      async () => {
+        const answer = await a.gql<{ run: { outputs: { length: number }[] } }>('query($id: ID!) { run(id: $id) { outputs { length } } }', {
+          id: runId,
+        });
+        return (answer.data?.run.outputs[0]?.length ?? 0) > stored;
+      },
+      { what: 'A to accept text it has not stored' },
+    );
     await stopReplica(a, 'SIGKILL');
     proxy.retarget(b.url);
     proxy.drop();
