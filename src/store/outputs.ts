@@ -81,14 +81,17 @@ export function createOutputStore(deps: StoreDeps) {
     stream: string,
     afterOffset: number,
     { maxBytes = 1024 * 1024, responseLimit }: { maxBytes?: number; responseLimit?: ResponseLimit } = {},
-  ): Promise<OutputChunk & { end: number }> {
+  ): Promise<OutputChunk & { end: number; more: boolean }> {
     const first = await chunkHolding(tenant, runId, stream, afterOffset);
     // Nothing stored reaches afterOffset yet (or nothing at all): no text, not final.
-    if (!first || endOf(first) < afterOffset) return { runId, stream, offset: afterOffset, text: '', final: false, end: afterOffset };
+    if (!first || endOf(first) < afterOffset)
+      return { runId, stream, offset: afterOffset, text: '', final: false, end: afterOffset, more: false };
     let text = '';
     let end = first.offset;
     let final = false;
     let bytes = 0;
+    /** Stopped at maxBytes: more may be stored after `end`. */
+    let more = false;
     const pages = queryPages(doc, {
       TableName: tableName,
       ...chunkRange(tenant, runId, stream, first.offset),
@@ -104,11 +107,15 @@ export function createOutputStore(deps: StoreDeps) {
         end = endOf(chunk);
         bytes += Buffer.byteLength(chunk.text);
         final = chunk.final;
-        if (final || bytes >= maxBytes) break reading;
+        if (final) break reading;
+        if (bytes >= maxBytes) {
+          more = true;
+          break reading;
+        }
       }
     }
     // The first chunk may start before afterOffset: its head was not asked for.
-    const chunk = { runId, stream, offset: afterOffset, text: slicePoints(text, afterOffset - first.offset), final, end };
+    const chunk = { runId, stream, offset: afterOffset, text: slicePoints(text, afterOffset - first.offset), final, end, more };
     responseLimit?.spend(Buffer.byteLength(chunk.text));
     return chunk;
   }

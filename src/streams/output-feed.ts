@@ -164,8 +164,9 @@ export class OutputFeed extends Pullable<OutputChunk> {
         if (waiting && !this.behind) this.live(waiting);
         this.drainAhead();
         this.handOver();
-        // More stored text than one read takes, or a read asked for while this one was out.
-        if (!this.behind && !this.final && (this.readAgain || Buffer.byteLength(stored.text) >= READ_BYTES)) {
+        // More stored text than one read takes (counted in whole chunks, so not by the text it
+        // gave from `position`), or a read asked for while this one was out.
+        if (!this.behind && !this.final && (this.readAgain || stored.more)) {
           this.readAgain = false;
           this.read();
         }

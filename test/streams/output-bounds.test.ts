@@ -1,0 +1,93 @@
+/**
+ * Live output's bounds, reached: a subscriber that stops reading holds at most its send
+ * buffer and then gets the text in fewer, larger chunks; a stream whose chunks DynamoDB does
+ * not take holds at most its backlog and then refuses writes, retryably, until it drains.
+ * On an engine of this file's own (faults are injected into it).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { OutputChunk } from '../../src/domain/output.ts';
+import type { Engine } from '../../src/engine/index.ts';
+import { SendBuffer } from '../../src/streams/send-buffer.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { newRun, OPEN_TENANT } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+const APPEND = `mutation($input: AppendOutputInput!) {
+  appendOutput(input: $input) { __typename ... on OutputChunk { offset durable } ... on Error { message } }
+}`;
+
+describe.skipIf(onlyEmbedded)('live output bounds', () => {
+  let engine: Engine;
+  let api: TestServer;
+  beforeAll(async () => {
+    ({ engine } = await ownEngine());
+    api = await startTestServer({ endpoint: engine.endpoint, env: { RUNPLANE_OUTPUT_FLUSH_MS: '50' } });
+  });
+  afterAll(async () => {
+    await api.server.stop();
+    await engine.close();
+  });
+
+  const append = (input: Record<string, unknown>) => api.gql(APPEND, { input: { stream: 'llm', ...input } });
+
+  test('a subscriber that stops reading holds at most its send buffer, then gets every character once, in fewer larger chunks', async () => {
+    const runId = await newRun(api);
+    const sendBuffer = new SendBuffer(64 * 1024);
+    const feed = api.server.live.runOutput({ tenant: OPEN_TENANT, runId, stream: 'llm', afterOffset: 0, sendBuffer });
+    const first = feed.next();
+    const pieces = Array.from({ length: 96 }, (_, i) => `${String(i).padStart(4, '0')}${'·'.repeat(8 * 1024 - 4)}`);
+    let offset = 0;
+    let peak = 0;
+    for (const piece of pieces) {
+      expect((await append({ runId, offset, text: piece })).data?.appendOutput.__typename).toBe('OutputChunk');
+      offset += piece.length;
+      peak = Math.max(peak, sendBuffer.bytes);
+    }
+    expect((await append({ runId, offset, text: '', final: true, durable: true })).data?.appendOutput).toMatchObject({ durable: true });
+    // 1.5 MB written while the reader took one chunk: what it was handed and what waits, within its buffer.
+    expect(peak).toBeLessThanOrEqual(sendBuffer.limit);
+    expect(peak).toBeGreaterThan(0);
+
+    const chunks: OutputChunk[] = [(await first).value];
+    for (;;) {
+      const next = await feed.next();
+      if (next.done) break;
+      chunks.push(next.value);
+    }
+    expect(chunks.map((c) => c.text).join('') === pieces.join(''), 'the text joined').toBe(true);
+    let at = 0;
+    for (const chunk of chunks) {
+      expect(chunk.offset).toBe(at);
+      at += [...chunk.text].length;
+    }
+    expect(chunks.at(-1)?.final).toBe(true);
+    expect(chunks.length).toBeLessThan(pieces.length / 4);
+    expect(sendBuffer.bytes).toBe(0);
+  });
+
+  test('a stream DynamoDB does not take holds at most its backlog, refusing writes retryably, and stores it all once it drains', async () => {
+    const runId = await newRun(api);
+    const piece = 'x'.repeat(64 * 1024);
+    let offset = 0;
+    let refused: { code?: unknown; retryable?: unknown; message: string } | undefined;
+    {
+      using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], error: 'InternalServerError' });
+      for (let i = 0; i < 64 && !refused; i++) {
+        const answer = await append({ runId, offset, text: piece });
+        if (answer.errors) refused = { ...answer.errors[0]?.extensions, message: answer.errors[0]?.message ?? '' };
+        else offset += piece.length;
+      }
+      expect(refused).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+      expect(refused?.message).toMatch(/llm/);
+      // The backlog's bound (1 MiB): reached, not exceeded by more than the write that reached it.
+      expect(offset).toBeGreaterThanOrEqual(1024 * 1024);
+      expect(api.server.output.stats().waitingBytes).toBeLessThanOrEqual(1024 * 1024 + piece.length);
+    }
+    // DynamoDB takes writes again: the waiting text is stored, and the stream goes on.
+    await waitFor(() => api.server.output.stats().waitingBytes === 0, { what: 'the backlog to be stored', timeoutMs: 60_000 });
+    expect((await append({ runId, offset, text: 'end', final: true, durable: true })).data?.appendOutput).toMatchObject({ durable: true });
+    const answer = await api.gql('query($id: ID!) { run(id: $id) { outputs { length final } } }', { id: runId });
+    expect(answer.data.run.outputs).toEqual([{ length: offset + 3, final: true }]);
+  });
+});
