@@ -35,6 +35,8 @@ async function main() {
     'crashes',
     'resumes',
     'cap refusals',
+    'output chars',
+    'output resumes',
     'violations',
     'seconds',
   ];
@@ -49,6 +51,8 @@ async function main() {
     r.crashes,
     r.subscriberResumes,
     r.budgetRefusals,
+    r.outputLength,
+    r.outputResumes,
     r.violations.length,
     r.seconds.toFixed(0),
   ]);

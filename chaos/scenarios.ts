@@ -23,6 +23,7 @@ import {
 import { graphql, sleep } from './client.ts';
 import { type Cluster, startCluster } from './cluster.ts';
 import { History } from './history.ts';
+import { checkOutput, startOutputLoad, storedOutput } from './output.ts';
 import { checkShardLeases } from './shard-leases.ts';
 import { startWorkload } from './workload.ts';
 
@@ -258,6 +259,9 @@ export interface Report {
   stalls: number;
   crashes: number;
   subscriberResumes: number;
+  /** Code points the output writer wrote, and the times its readers resumed. */
+  outputLength: number;
+  outputResumes: number;
   /** Charges and appends refused at the cap (the cap check was exercised). */
   budgetRefusals: number;
   violations: string[];
@@ -324,8 +328,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     const probeRun = 'probe';
     const rawRun = 'raw';
     const bulkRun = 'bulk';
+    const outputRun = 'output';
     const setup = graphql(() => cluster.urls[0] as string, history);
-    for (const id of [...runs, ...claimRuns, probeRun, rawRun, bulkRun]) {
+    for (const id of [...runs, ...claimRuns, probeRun, rawRun, bulkRun, outputRun]) {
       // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
         input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
@@ -364,6 +369,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
         },
       },
     });
+    const output = startOutputLoad({ urls: cluster.urls, runId: outputRun, history });
     log(`${scenario.name}: load on, ${scenario.what}`);
     // How many feeds fell behind on the server the readers are on (a stalled-readers scenario must make some).
     let mostLagging = 0;
@@ -387,6 +393,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     while (!exercised() && performance.now() < exerciseDeadline) await sleep(100);
     // The faults are over: everything still under way must now get through on its own.
     await workload.stopLoad(30_000);
+    await output.stop(30_000);
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
     const watched = [...runs, ...claimRuns, probeRun, rawRun, ...(scenario.stalledReaders ? [bulkRun] : [])];
@@ -414,6 +421,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
           })
         : []),
       ...checkSubscriptions(workload.subscriptions, state, workload.lateFills),
+      ...checkOutput(output, await storedOutput(cluster.urls[0] as string, outputRun, history)),
       ...(scenario.redis ? await checkShardLeases(cluster.engineEndpoint, cluster.table) : []),
       ...(scenario.stalledReaders && mostLagging === 0
         ? [`the stalled readers (${workload.readerStalls} stalls) never made a feed fall behind: the scenario tested nothing`]
@@ -459,6 +467,8 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       stalls: workload.stalls + workload.runStalls,
       crashes: workload.crashes + workload.runCrashes,
       subscriberResumes: workload.subscriptions.reduce((n, s) => n + s.resumes, 0),
+      outputLength: output.written.length,
+      outputResumes: output.readers.reduce((n, r) => n + r.resumes, 0),
       budgetRefusals: history.operations.filter((o) => o.result?.__typename === 'BudgetExceeded').length,
       violations,
       historyFile,

@@ -28,6 +28,7 @@ describe('chaos, short mode', () => {
       // Run gamma's cap is low: some charge or costed append must have been refused at it.
       expect(report.budgetRefusals).toBeGreaterThan(0);
       expect(report.subscriberResumes).toBeGreaterThan(0);
+      expect(report.outputLength).toBeGreaterThan(0);
       expect([...new Set(report.unexpected)]).toEqual([]);
     },
     240_000,

@@ -12,6 +12,7 @@ import {
   STALL_BOUND_MS,
 } from '../../chaos/checkers.ts';
 import { History, type Operation } from '../../chaos/history.ts';
+import { checkOutput } from '../../chaos/output.ts';
 
 const op = (o: Partial<Operation> & Pick<Operation, 'kind' | 'input'>): Operation => ({
   client: 'c',
@@ -318,5 +319,31 @@ describe('run claims', () => {
         ['r'],
       ),
     ).toEqual([]);
+  });
+});
+
+describe('checkOutput', () => {
+  const reader = (text: string, final = false, misplaced: string[] = []) => ({ text, final, resumes: 0, misplaced });
+  const load = (written: string, readers: ReturnType<typeof reader>[], closed = true) => ({
+    written,
+    closed,
+    readers,
+    stop: async () => {},
+  });
+
+  test('readers that got a prefix, or all of a final stream, pass', () => {
+    expect(
+      checkOutput(load('t0 t1 t2 ', [reader('t0 t1 t2 ', true), reader('t0 t1 t2 ', true)]), { text: 't0 t1 t2 ', final: true }),
+    ).toEqual([]);
+  });
+
+  test('a repeated or skipped chunk, a reader short of a final stream, lost or extra text, an unclosed stream: each is reported', () => {
+    const stored = { text: 't0 t1 t2 ', final: true };
+    expect(checkOutput(load('t0 t1 t2 ', [reader('t0 t0 t1 t2 ', true)]), stored)[0]).toMatch(/reader 0's text .* not a prefix/);
+    expect(checkOutput(load('t0 t1 t2 ', [reader('t0 t2 ', true)]), stored)[0]).toMatch(/not a prefix/);
+    expect(checkOutput(load('t0 t1 t2 ', [reader('t0 ')]), stored)[0]).toMatch(/stopped at 3 of 9/);
+    expect(checkOutput(load('t0 t1 t2 ', [reader('t0 t1 t2 ', true, ['6 after 3'])]), stored)[0]).toMatch(/out of place: 6 after 3/);
+    expect(checkOutput(load('t0 t1 t2 t3 ', []), stored)[0]).toMatch(/not what was written/);
+    expect(checkOutput(load('t0 t1 t2 ', [], false), { text: 't0 t1 t2 ', final: false })[0]).toMatch(/never closed/);
   });
 });
