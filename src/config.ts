@@ -26,11 +26,14 @@ const port = (fallback: number) =>
     .refine((n) => n <= 65535, 'must be a whole number from 0 to 65535')
     .default(fallback);
 
-const flag = (fallback: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0'], { message: 'must be true or false' })
-    .transform((v) => v === 'true' || v === '1')
-    .default(fallback);
+/** The spellings every boolean variable takes, in any case (zod's stringbool; listed here, not left to its defaults, so the README and the error say what is taken). */
+export const TRUE_SPELLINGS = ['true', '1', 'yes', 'on', 'y', 'enabled'] as const;
+export const FALSE_SPELLINGS = ['false', '0', 'no', 'off', 'n', 'disabled'] as const;
+const flag = z.stringbool({
+  truthy: [...TRUE_SPELLINGS],
+  falsy: [...FALSE_SPELLINGS],
+  error: `must be true or false (${TRUE_SPELLINGS.map((t, i) => `${t}/${FALSE_SPELLINGS[i]}`).join(', ')}; any case)`,
+});
 
 const whole = (min: number, max: number) =>
   z
@@ -72,8 +75,8 @@ const env = z.object({
   AWS_ACCESS_KEY_ID: z.string().optional(),
   RUNPLANE_ENGINE_PORT: port(0),
   RUNPLANE_DATA_DIR: z.string().min(1, 'must not be empty').default('.runplane/data'),
-  RUNPLANE_IN_MEMORY: flag(false),
-  RUNPLANE_ENGINE_PARTITION_LIMITS: flag(false),
+  RUNPLANE_IN_MEMORY: flag.default(false),
+  RUNPLANE_ENGINE_PARTITION_LIMITS: flag.default(false),
   RUNPLANE_ENGINE_PARTITION_WCU: whole(1, 10_000_000).default(1_000),
   RUNPLANE_ENGINE_PARTITION_RCU: whole(1, 10_000_000).default(3_000),
   RUNPLANE_MAX_PAYLOAD_BYTES: z
@@ -83,9 +86,9 @@ const env = z.object({
     .refine((n) => n >= 1 && n <= MAX_PAYLOAD_BYTES_LIMIT, `must be a whole number from 1 to ${MAX_PAYLOAD_BYTES_LIMIT}`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES),
   NODE_ENV: z.string().optional(),
-  RUNPLANE_GRAPHIQL: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
-  RUNPLANE_CONSOLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
-  RUNPLANE_INTROSPECTION: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_GRAPHIQL: flag.optional(),
+  RUNPLANE_CONSOLE: flag.optional(),
+  RUNPLANE_INTROSPECTION: flag.optional(),
   RUNPLANE_API_KEYS: z
     .string()
     .superRefine((value, ctx) => {
@@ -97,7 +100,7 @@ const env = z.object({
     })
     .optional(),
   RUNPLANE_API_KEYS_FILE: z.string().min(1, 'must not be empty').optional(),
-  RUNPLANE_ALLOW_OPEN: flag(false),
+  RUNPLANE_ALLOW_OPEN: flag.default(false),
   RUNPLANE_MAX_BODY_BYTES: whole(1024, 64 * 1024 * 1024).optional(),
   RUNPLANE_CORS_ORIGINS: list(
     z.string().refine(isOrigin, 'must be origins such as https://app.example.com (scheme, host and port; no path), comma-separated'),
@@ -109,8 +112,8 @@ const env = z.object({
   RUNPLANE_IDEMPOTENCY_TTL_HOURS: whole(1, 24 * 365).default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
   RUNPLANE_RUN_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_RUN_RETENTION_DAYS),
   RUNPLANE_LEASE_RETENTION_DAYS: whole(1, 3650).default(DEFAULT_LEASE_RETENTION_DAYS),
-  RUNPLANE_CREATE_TABLE: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
-  RUNPLANE_GROUP_COMMIT: z.enum(['true', 'false', '1', '0'], { message: 'must be true or false' }).optional(),
+  RUNPLANE_CREATE_TABLE: flag.optional(),
+  RUNPLANE_GROUP_COMMIT: flag.optional(),
   RUNPLANE_MAX_PAGE_SIZE: whole(1, 10_000).default(500),
   RUNPLANE_MAX_QUERY_COST: whole(100, 100_000_000).default(100_000),
   RUNPLANE_MAX_RESPONSE_BYTES: whole(64 * 1024, 1024 * 1024 * 1024).default(16 * 1024 * 1024),
@@ -238,7 +241,6 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       .slice(0, 80) ||
       'replica')
   }-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const on = (value: string | undefined, fallback: boolean) => (value === undefined ? fallback : value === 'true' || value === '1');
   const endpoint = e.AWS_ENDPOINT_URL_DYNAMODB;
   const local = !endpoint || isLoopback(endpoint);
   return {
@@ -250,7 +252,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       endpoint,
       streamsEndpoint: e.AWS_ENDPOINT_URL_DYNAMODB_STREAMS,
       region: e.AWS_REGION ?? 'us-east-1',
-      createTable: e.RUNPLANE_CREATE_TABLE === undefined ? local : e.RUNPLANE_CREATE_TABLE === 'true' || e.RUNPLANE_CREATE_TABLE === '1',
+      createTable: e.RUNPLANE_CREATE_TABLE ?? local,
       localCredentials: local && !e.AWS_ACCESS_KEY_ID,
     },
     engine: {
@@ -287,16 +289,16 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       finishedRunSeconds: e.RUNPLANE_RUN_RETENTION_DAYS * 86400,
       leaseSeconds: e.RUNPLANE_LEASE_RETENTION_DAYS * 86400,
     },
-    graphiql: on(e.RUNPLANE_GRAPHIQL, !production),
-    console: on(e.RUNPLANE_CONSOLE, true),
-    introspection: on(e.RUNPLANE_INTROSPECTION, !production),
+    graphiql: e.RUNPLANE_GRAPHIQL ?? !production,
+    console: e.RUNPLANE_CONSOLE ?? true,
+    introspection: e.RUNPLANE_INTROSPECTION ?? !production,
     production,
     auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },
     // Room for the largest payload, JSON-escaped, and the query around it.
     maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
     documentCacheBytes: e.RUNPLANE_DOCUMENT_CACHE_BYTES,
     browsers: { corsOrigins: e.RUNPLANE_CORS_ORIGINS, allowedHosts: e.RUNPLANE_ALLOWED_HOSTS },
-    groupCommit: on(e.RUNPLANE_GROUP_COMMIT, true),
+    groupCommit: e.RUNPLANE_GROUP_COMMIT ?? true,
     replicas: e.RUNPLANE_REDIS_URL
       ? {
           redisUrl: e.RUNPLANE_REDIS_URL,

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, FALSE_SPELLINGS, loadConfig, TRUE_SPELLINGS } from '../src/config.ts';
 
 describe('configuration from the environment', () => {
   test('defaults: port 4000 on loopback, embedded engine with data on disk, table runplane', () => {
@@ -55,11 +55,8 @@ describe('configuration from the environment', () => {
     ['RUNPLANE_TABLE', 'ab', /RUNPLANE_TABLE/],
     ['AWS_ENDPOINT_URL_DYNAMODB', 'not a url', /AWS_ENDPOINT_URL_DYNAMODB="not a url": must be a URL/],
     ['AWS_ENDPOINT_URL_DYNAMODB', 'ftp://x', /must be an http or https URL/],
-    ['RUNPLANE_IN_MEMORY', 'yes', /RUNPLANE_IN_MEMORY="yes": must be true or false/],
-    ['RUNPLANE_GROUP_COMMIT', 'off', /RUNPLANE_GROUP_COMMIT="off": must be true or false/],
     ['RUNPLANE_MAX_PAYLOAD_BYTES', '500000', /RUNPLANE_MAX_PAYLOAD_BYTES="500000"/],
     ['RUNPLANE_ENGINE_PORT', '-1', /RUNPLANE_ENGINE_PORT/],
-    ['RUNPLANE_ENGINE_PARTITION_LIMITS', 'on', /RUNPLANE_ENGINE_PARTITION_LIMITS="on": must be true or false/],
     ['RUNPLANE_ENGINE_PARTITION_WCU', '0', /RUNPLANE_ENGINE_PARTITION_WCU="0": must be a whole number from 1/],
     ['RUNPLANE_API_KEYS', 'k=acme', /RUNPLANE_API_KEYS="k=acme": entry 1: a key must be at least 16 characters/],
     ['RUNPLANE_API_KEYS', 'abcdefghijklmnop=a#b', /RUNPLANE_API_KEYS=.*: entry 1: the tenant must be/],
@@ -134,5 +131,59 @@ describe('configuration from the environment', () => {
           ?.replicaId,
       ).toContain(id);
     }
+  });
+});
+
+describe('switches: every boolean variable takes the same spellings', () => {
+  /** Each switch, what it reads as from a loaded configuration, and what it is when unset. */
+  const switches: [name: string, read: (env: Record<string, string>) => boolean, unset: boolean][] = [
+    ['RUNPLANE_IN_MEMORY', (env) => loadConfig(env).engine.dataDir === undefined, false],
+    ['RUNPLANE_ENGINE_PARTITION_LIMITS', (env) => loadConfig(env).engine.partitionLimits !== undefined, false],
+    ['RUNPLANE_GRAPHIQL', (env) => loadConfig(env).graphiql, true],
+    ['RUNPLANE_CONSOLE', (env) => loadConfig(env).console, true],
+    ['RUNPLANE_INTROSPECTION', (env) => loadConfig(env).introspection, true],
+    ['RUNPLANE_CREATE_TABLE', (env) => loadConfig(env).dynamodb.createTable, true],
+    ['RUNPLANE_GROUP_COMMIT', (env) => loadConfig(env).groupCommit, true],
+    // Read where it matters: production without keys starts only with it on.
+    [
+      'RUNPLANE_ALLOW_OPEN',
+      (env) => {
+        try {
+          return loadConfig({ NODE_ENV: 'production', ...env }).production;
+        } catch (err) {
+          if (err instanceof ConfigError && /would serve every caller as one tenant/.test(err.message)) return false;
+          throw err;
+        }
+      },
+      false,
+    ],
+  ];
+  const spellings = (words: readonly string[]) =>
+    words.flatMap((word) => [word, word.toUpperCase(), word.charAt(0).toUpperCase() + word.slice(1)]);
+  const refused = ['maybe', '2', '-1', '10', 'tru', 'truee', 'yes please', 'ja', 'null', 'undefined', ' true', 'false ', 'o n'];
+
+  test.each(switches)('%s: every spelling of true and of false, in any case', (name, read) => {
+    for (const value of spellings(TRUE_SPELLINGS)) expect(read({ [name]: value }), `${name}=${value}`).toBe(true);
+    for (const value of spellings(FALSE_SPELLINGS)) expect(read({ [name]: value }), `${name}=${value}`).toBe(false);
+  });
+
+  test.each(switches)('%s: unset or empty, its default', (name, read, unset) => {
+    expect(read({})).toBe(unset);
+    expect(read({ [name]: '' })).toBe(unset);
+  });
+
+  test.each(switches)('%s: anything else is refused with a message naming the variable, the value and the spellings', (name, read) => {
+    for (const value of refused) {
+      expect(() => read({ [name]: value }), `${name}=${JSON.stringify(value)}`).toThrow(ConfigError);
+      expect(() => read({ [name]: value })).toThrow(
+        `${name}=${JSON.stringify(value)}: must be true or false (true/false, 1/0, yes/no, on/off, y/n, enabled/disabled; any case)`,
+      );
+    }
+  });
+
+  test("README's configuration section states the spellings the switches take", () => {
+    const readme = readFileSync('README.md', 'utf8').replace(/\s+/g, ' ');
+    const pairs = TRUE_SPELLINGS.map((t, i) => `\`${t}\`/\`${FALSE_SPELLINGS[i]}\``);
+    expect(readme).toContain(`takes ${pairs.slice(0, -1).join(', ')} or ${pairs.at(-1)}, in any case`);
   });
 });

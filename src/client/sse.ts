@@ -3,27 +3,24 @@
  * by hand rather than with graphql-sse's client: the body is read only as the consumer asks
  * (back-pressure reaches the server through TCP), a stream that ends without `complete` (a
  * server stopping, a connection cut) is told apart from one that really ended, and each
- * resubscription carries its own resume point (afterSeq, Last-Event-ID).
+ * resubscription carries its own resume point (afterSeq, Last-Event-ID). The framing itself
+ * (CR, LF or CRLF line ends, comments, retry lines, events split across reads) is
+ * eventsource-parser's.
  */
 
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { clientCodes, fromGraphQLErrors, fromNetworkFailure, type GraphQLErrorLike, RunplaneError } from './errors.ts';
 import { documentText } from './graphql.ts';
 import { anySignal } from './signals.ts';
 import type { StreamRequest, StreamResult, StreamTransport, Subscription } from './transport.ts';
 
-/** The largest frame taken (the server's own cap on one result is 16 MiB by default). */
-const MAX_FRAME_CHARS = 32 * 1024 * 1024;
+/** The most the client holds of one event, in characters (the server's own cap on one result is 16 MiB by default). */
+export const MAX_EVENT_CHARS = 32 * 1024 * 1024;
 
 export interface SseOptions {
   url: string;
   headers: Record<string, string>;
   fetch: typeof fetch;
-}
-
-interface Frame {
-  event: string;
-  id?: string;
-  data: string;
 }
 
 export function sseTransport({ url, headers, fetch }: SseOptions): StreamTransport {
@@ -36,10 +33,27 @@ export function sseTransport({ url, headers, fetch }: SseOptions): StreamTranspo
 function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOptions): Subscription {
   const abort = new AbortController();
   const signal = anySignal([request.signal, abort.signal]);
+  // The decoder drops a BOM at the start of the body and keeps a character split across reads whole.
   const decoder = new TextDecoder();
   let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  let buffer = '';
-  const frames: Frame[] = [];
+  const frames: EventSourceMessage[] = [];
+  let overflow: RunplaneError | undefined;
+  let endsInCr = false;
+  const tooLarge = () =>
+    new RunplaneError('RESPONSE_TOO_LARGE', `an SSE event from ${url} was larger than the client takes (${MAX_EVENT_CHARS} characters)`);
+  const parser = createParser({
+    // Only GraphQL over SSE's events; `retry:` is ignored (the client's own reconnect policy
+    // applies), and so are unknown fields and comments, as the SSE standard has it.
+    onEvent: (event) => {
+      // The parser's bound is checked after each read: an event that came whole in one larger read is caught here.
+      if (event.data.length > MAX_EVENT_CHARS) overflow ??= tooLarge();
+      else if (!overflow && (event.event === 'next' || event.event === 'complete')) frames.push(event);
+    },
+    onError: (error) => {
+      if (error.type === 'max-buffer-size-exceeded') overflow ??= tooLarge();
+    },
+    maxBufferSize: MAX_EVENT_CHARS,
+  });
 
   async function open() {
     let response: Response;
@@ -65,26 +79,29 @@ function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOpt
     return response.body.getReader();
   }
 
-  /** Reads until at least one whole frame is in; false when the body ended. */
+  /** Reads until at least one whole event is in; false when the body ended. Events before an oversized one are still handed out. */
   async function fill(from: ReadableStreamDefaultReader<Uint8Array>) {
     while (frames.length === 0) {
+      if (overflow) {
+        void from.cancel().catch(() => undefined);
+        throw overflow;
+      }
       let chunk: Awaited<ReturnType<typeof from.read>>;
       try {
         chunk = await from.read();
       } catch (err) {
         throw fromNetworkFailure(err, url);
       }
-      if (chunk.done) return false;
-      buffer += decoder.decode(chunk.value, { stream: true });
-      // One pass over the chunk's frames; the unfinished rest is kept once (not re-copied per frame).
-      let start = 0;
-      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n', start)) {
-        const frame = parseFrame(buffer.slice(start, end));
-        start = end + 2;
-        if (frame) frames.push(frame);
+      if (chunk.done) {
+        // The parser holds back a CR that ends its input, in case an LF follows; at the end of
+        // the body it was a line end (CR and CRLF mean the same), so the event it closed is in.
+        if (endsInCr) parser.feed('\n');
+        endsInCr = false;
+        return frames.length > 0;
       }
-      buffer = buffer.slice(start);
-      if (buffer.length > MAX_FRAME_CHARS) throw new RunplaneError('RESPONSE_TOO_LARGE', 'an SSE frame was larger than the client takes');
+      const text = decoder.decode(chunk.value, { stream: true });
+      if (text) endsInCr = text.endsWith('\r');
+      parser.feed(text);
     }
     return true;
   }
@@ -101,9 +118,9 @@ function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOpt
         if (request.signal.aborted) return { done: true, value: 'complete' };
         throw err;
       }
-      const frame = frames.shift() as Frame;
+      const frame = frames.shift() as EventSourceMessage;
       if (frame.event === 'complete') return { done: true, value: 'complete' };
-      const result = JSON.parse(frame.data) as { data?: Record<string, unknown>; errors?: GraphQLErrorLike[] };
+      const result = parseResult(frame.data, url);
       if (result.errors?.length || !result.data) throw fromGraphQLErrors(result.errors ?? []);
       return { done: false, value: { data: result.data, id: frame.id } };
     },
@@ -114,20 +131,12 @@ function sseSubscription(request: StreamRequest, { url, headers, fetch }: SseOpt
   };
 }
 
-function parseFrame(text: string): Frame | undefined {
-  const frame: Frame = { event: 'message', data: '' };
-  const data: string[] = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith(':')) continue;
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-    if (field === 'event') frame.event = value;
-    else if (field === 'id') frame.id = value;
-    else if (field === 'data') data.push(value);
+function parseResult(data: string, url: string) {
+  try {
+    return JSON.parse(data) as { data?: Record<string, unknown>; errors?: GraphQLErrorLike[] };
+  } catch {
+    throw new RunplaneError(clientCodes.badResponse, `${url} sent an SSE next event whose data is not JSON`);
   }
-  frame.data = data.join('\n');
-  return frame.event === 'next' || frame.event === 'complete' ? frame : undefined;
 }
 
 /** A response that is not an event stream: the server's GraphQL errors when it sent some. */

@@ -45,8 +45,10 @@ describeWithBrowser('runplane/client in Chromium', () => {
     await api?.server.stop();
   });
 
-  test('the bundle holds the client and its three libraries, nothing of the server', () => {
-    const outside = inputs.filter((input) => !/^(src\/client\/|node_modules\/(gql\.tada|@0no-co\/graphql\.web|graphql-ws)\/)/.test(input));
+  test('the bundle holds the client and its four libraries, nothing of the server', () => {
+    const outside = inputs.filter(
+      (input) => !/^(src\/client\/|node_modules\/(gql\.tada|@0no-co\/graphql\.web|graphql-ws|eventsource-parser)\/)/.test(input),
+    );
     expect(outside).toEqual([]);
     expect(inputs).toContain('src/client/index.ts');
   });
