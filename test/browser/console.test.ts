@@ -516,6 +516,15 @@ describeWithBrowser('the run console in Chromium', () => {
       {},
       as,
     );
+    await appendOutput(
+      refund,
+      'llm',
+      0,
+      'The customer asked for a refund of order 1182 (249.50 EUR). The order shipped on 3 March and came back unopened on 9 March, ' +
+        'inside the 30-day window. The policy allows a full refund to the original card.\n\nPlan: ask for approval, then refund 249.50 EUR ' +
+        'and email the customer.',
+      true,
+    );
     for (const [unit, owner] of [
       ['invoice-batch-7', 'worker-a'],
       ['crawler-shard-2', 'worker-b'],
@@ -536,6 +545,7 @@ describeWithBrowser('the run console in Chromium', () => {
     try {
       await run.locator('#approve').waitFor({ timeout: 30_000 });
       await waitForSeqs(run, (seqs) => seqs.length === 5, 'the events');
+      await waitForOutput(run, 'llm', (shown) => shown.final, 'the model output');
       await run.locator('.event[data-seq="3"]').click();
       await screenshot(run, 'console-run');
     } finally {
