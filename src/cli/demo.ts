@@ -1,6 +1,6 @@
 /**
- * `npm run demo`: the state-store lab, for real, through the GraphQL HTTP API only, with
- * Runplane's own client (runplane/client).
+ * `npm run demo`: the state-store lab (a run's story, a race for a seq, leases, run claims, live
+ * output), for real, through the GraphQL HTTP API only, with Runplane's own client (runplane/client).
  *
  *   npm run demo                      # a server on 127.0.0.1:$PORT (4000) if one answers, else its own
  *   npm run demo -- --url URL         # that server
@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createRunplane } from '../client/index.ts';
+import { createRunplane, operations, type Runplane } from '../client/index.ts';
 import { loadConfig } from '../config.ts';
 import { startServer } from '../server.ts';
 
@@ -121,7 +121,56 @@ export async function runDemo(url: string, print: (line: string) => void = conso
   const late = await client.appendEvent({ runId: claimedRun, type: 'tool.returned', fencingToken: first.token });
   print(`  ${t()} worker A wakes up and appends with token ${first.token} -> ${late.__typename} (nothing written: the run is B's)`);
   await client.releaseRunClaim({ runId: claimedRun, holder: 'B', token: second.token });
+
+  // 5. Live output: a model's answer token by token into one stream, events marking the steps.
+  print('');
+  print("--- live output: a model's answer, token by token, beside the events ---");
+  await streamAnswer(client, `${runId}-answer`, print);
   await client.close();
+}
+
+/** The fake model's answer, as the tokens it writes (one a few milliseconds apart). */
+export const ANSWER_TOKENS = (
+  'The audit of checkout found three issues. First, the coupon step retries a charge without an ' +
+  'idempotency key, so a timeout can charge twice. Second, the cart total is rounded before tax. ' +
+  'Third, a failed address check leaves the order open. Fixes are in the plan below. ✅'
+).match(/\S+\s*/g) as string[];
+
+/** Writes ANSWER_TOKENS into the run's output stream "llm" as a worker holding the run, fenced by its claim. */
+export async function streamAnswer(client: Runplane, runId: string, print: (line: string) => void, tokenDelayMs = 25) {
+  await client.createRun({ id: runId, task: 'explain the audit', budgetCap: 1000 });
+  const claim = await client.claimRun({ runId, holder: 'M', ttlSeconds: 30 });
+  if (claim.__typename !== 'RunClaim') throw new Error(`worker M could not claim run ${runId}: ${claim.__typename}`);
+  const fencingToken = claim.token;
+  const event = async (type: string, payload?: Json) => {
+    const answer = await client.appendEvent({ runId, type, payload, fencingToken });
+    if (answer.__typename !== 'Event') throw new Error(`event ${type} on run ${runId}: ${answer.__typename}`);
+    return answer.seq;
+  };
+  print(`  worker M claims run#${runId} (token ${fencingToken}); event model.requested (seq ${await event('model.requested')})`);
+  // A reader following the stream live, as the console does, from before the first token.
+  let followed = '';
+  const reader = (async () => {
+    for await (const text of client.runOutput(runId, 'llm')) followed += text;
+  })();
+  const writer = client.output(runId, 'llm', { fencingToken, intervalMs: 20 });
+  for (const token of ANSWER_TOKENS) {
+    writer.write(token);
+    await new Promise((resolve) => setTimeout(resolve, tokenDelayMs));
+  }
+  await writer.close();
+  const written = ANSWER_TOKENS.join('');
+  print(`  worker M streams ${ANSWER_TOKENS.length} tokens into output "llm" (fenced by token ${fencingToken}), then closes it`);
+  print(`  event model.responded (seq ${await event('model.responded', { tokens: ANSWER_TOKENS.length, stream: 'llm' })})`);
+  await reader;
+  const { run } = await client.request(operations.OutputLengths, { id: runId });
+  const llm = run?.outputs.find((o) => o.stream === 'llm');
+  print(`  Run.outputs: llm, ${llm?.length} characters, ${llm?.final ? 'final' : 'not final'}`);
+  print(
+    `  a reader following it live got ${followed === written ? 'exactly the text written' : 'OTHER TEXT'}: ${JSON.stringify(followed)}`,
+  );
+  await client.releaseRunClaim({ runId, holder: 'M', token: fencingToken });
+  return { written, followed };
 }
 
 async function main() {

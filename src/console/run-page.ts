@@ -1,13 +1,15 @@
 /**
  * One run: header and budget (live through runChanged), who holds it (its claim, counted
  * down; a STALLED badge; Cancel for a key that may write), the approval panel, and the event
- * timeline with its live tail (runEvents), type filter and jump to seq.
+ * timeline with its live tail (runEvents), type filter and jump to seq, and beside it the
+ * run's output streams as live text.
  */
 import type { RunState } from '../client/index.ts';
 import { approvalPanel } from './approval.ts';
 import { errorBox, fill, h } from './dom.ts';
 import { time } from './format.ts';
 import type { Page } from './main.ts';
+import { createOutputs } from './outputs.ts';
 import { isNewer } from './runs.ts';
 import { createTail } from './tail.ts';
 import { Timeline } from './timeline.ts';
@@ -39,6 +41,7 @@ export const runPage: Page = (root, session, params) => {
     onReachedEnd: () => tail.restart(types.length ? types : undefined),
   });
   const tail = createTail({ session, runId, timeline, onError: showError });
+  const outputs = createOutputs({ session, runId });
 
   const typeInput = h('input', {
     id: 'type-filter',
@@ -75,9 +78,7 @@ export const runPage: Page = (root, session, params) => {
     header,
     holding,
     approval,
-    h('h2', {}, 'Events'),
-    controls,
-    timeline.element,
+    h('div', { class: 'run-body' }, h('div', { class: 'events' }, h('h2', {}, 'Events'), controls, timeline.element), outputs.element),
   );
 
   function drawHeader() {
@@ -221,5 +222,6 @@ export const runPage: Page = (root, session, params) => {
     stop.abort();
     clearInterval(countdown);
     tail.stop();
+    outputs.stop();
   };
 };

@@ -1,7 +1,8 @@
 /**
  * The run console in headless Chromium against a real server: live lists and timelines, the
  * tail's pause and resume, the type filter, an approval raced by another client, a read-only
- * key, and a 10,000-event run scrolled to its end with a bounded number of rows in the DOM.
+ * key, a 10,000-event run scrolled to its end with a bounded number of rows in the DOM, and a
+ * run's output streams followed live, across cut connections, as text, within their bound.
  */
 import { BatchWriteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Page } from 'playwright-core';
@@ -9,6 +10,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { describeWithBrowser, type OpenBrowser, openBrowser } from '../support/browser.ts';
+import { testClient } from '../support/client.ts';
 import { openConsole, screenshot, timelineSeqs, waitForSeqs } from '../support/console.ts';
 import { tcpProxy } from '../support/proxy.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -346,6 +348,152 @@ describeWithBrowser('the run console in Chromium', () => {
     }
   });
 
+  const appendOutput = async (runId: string, stream: string, offset: number, text: string, final = false) => {
+    const answer = await api.gql(
+      'mutation($input: AppendOutputInput!) { appendOutput(input: $input) { __typename } }',
+      { input: { runId, stream, offset, text, final } },
+      as,
+    );
+    expect(answer.data?.appendOutput.__typename, JSON.stringify(answer.errors)).toBe('OutputChunk');
+  };
+  /** What the page shows of one stream: its text, the offset it reached, whether it is marked final. */
+  const outputOf = (page: Page, stream: string) =>
+    page.evaluate((name) => {
+      const section = [...document.querySelectorAll<HTMLElement>('.output')].find((s) => s.dataset.stream === name);
+      const view = section?.querySelector<HTMLElement>('.output-text');
+      return {
+        text: view?.textContent ?? undefined,
+        end: Number(section?.dataset.end ?? 0),
+        final: section?.dataset.final === 'true',
+        atEnd: view ? view.scrollHeight - view.scrollTop - view.clientHeight <= 24 : false,
+        scrollTop: view?.scrollTop ?? 0,
+        scrolls: view ? view.scrollHeight > view.clientHeight : false,
+      };
+    }, stream);
+  const waitForOutput = async (
+    page: Page,
+    stream: string,
+    test: (shown: Awaited<ReturnType<typeof outputOf>>) => boolean,
+    what: string,
+  ) => {
+    let last: Awaited<ReturnType<typeof outputOf>> | undefined;
+    try {
+      await waitFor(
+        async () => {
+          last = await outputOf(page, stream);
+          return test(last);
+        },
+        { timeoutMs: 60_000, what },
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; shown: end ${last?.end}, final ${last?.final}, text …${last?.text?.slice(-80)}`);
+    }
+    return last as Awaited<ReturnType<typeof outputOf>>;
+  };
+
+  test('output streams show as live text beside the timeline: markup as text, followed while written, exact after cut connections, marked finished', async () => {
+    const proxy = await tcpProxy(api.url);
+    const runId = await newRun('answer a question');
+    await append(runId, 'model.requested');
+    const injection = '<img src=x onerror="window.__injected=1"><script>window.__injected=2</script> & </pre>\n';
+    await appendOutput(runId, 'stdout', 0, injection);
+    const page = await openConsole(browser.context, proxy.url, `#/run/${runId}`, WRITE);
+    try {
+      await page.locator('section.outputs[aria-labelledby]').waitFor({ timeout: 30_000 });
+      await waitForOutput(page, 'stdout', (shown) => shown.text === injection, 'the stdout stream, as text');
+      expect(await page.locator('.outputs img, .outputs script').count()).toBe(0);
+      expect(await page.evaluate(() => (window as unknown as { __injected?: number }).__injected)).toBeUndefined();
+      expect(await page.getByRole('region', { name: /Output stdout/ }).count()).toBe(1);
+
+      // A stream that starts once the page is open, written token by token by a client of its own.
+      const { client } = testClient(api.url, { apiKey: WRITE });
+      const writer = client.output(runId, 'llm', { intervalMs: 20 });
+      const tokens = Array.from({ length: 480 }, (_, i) => `w${i}${i % 7 === 6 ? '\n' : ' '}${i % 60 === 0 ? '🙂 ' : ''}`);
+      let written = '';
+      for (let batch = 0; batch < 12; batch++) {
+        for (const token of tokens.slice(batch * 40, batch * 40 + 40)) {
+          writer.write(token);
+          written += token;
+        }
+        // Cut while text is on its way: the console reconnects and reads on from what it shows.
+        if (batch === 4 || batch === 8) proxy.drop();
+        const length = [...written].length;
+        const shown = await waitForOutput(page, 'llm', (s) => s.end === length, `the llm stream followed to ${length}`);
+        expect(shown.text).toBe(written);
+        expect(shown.final).toBe(false);
+        // Following: the view stays at the end as it grows (but for the batch after the reader scrolled up).
+        if (shown.scrolls && batch !== 10) expect(shown.atEnd, `at the end after batch ${batch}`).toBe(true);
+        if (batch === 9) {
+          // The reader scrolls up: new text no longer moves the view.
+          await page.evaluate(() => {
+            const view = [...document.querySelectorAll<HTMLElement>('.output')].find((s) => s.dataset.stream === 'llm');
+            (view?.querySelector('.output-text') as HTMLElement).scrollTop = 0;
+          });
+          await page.locator('.output[data-stream="llm"] .output-follow:not([hidden])').waitFor({ timeout: 30_000 });
+        }
+        if (batch === 10) {
+          expect(shown.scrollTop).toBe(0);
+          await page.locator('.output[data-stream="llm"] .output-follow').click();
+          await waitForOutput(page, 'llm', (s) => s.atEnd, 'the view back at the end');
+        }
+      }
+      expect(proxy.dropped).toBeGreaterThan(0);
+      await writer.close();
+      const done = await waitForOutput(page, 'llm', (s) => s.final, 'the llm stream marked finished');
+      expect(done.text).toBe(written);
+      expect(await text(page, '.output[data-stream="llm"] .output-state')).toBe('Finished');
+      expect((await outputOf(page, 'stdout')).final).toBe(false);
+      // The events go on beside it.
+      await waitForSeqs(page, (seqs) => seqs.join() === '1', 'the timeline beside the output');
+    } finally {
+      await page.close();
+      await proxy.close();
+    }
+  });
+
+  test('a stream past 1,000,000 characters: the page keeps its last 1,000,000 at most and says the start is not shown', async () => {
+    const runId = await newRun('a long log');
+    const line = (n: number) => `${String(n).padStart(7, '0')} log line\n`;
+    let all = '';
+    const write = async (until: number) => {
+      while (all.length < until) {
+        let piece = '';
+        while (piece.length < 100_000) piece += line((all.length + piece.length) / 18);
+        await appendOutput(runId, 'stdout', all.length, piece);
+        all += piece;
+      }
+    };
+    await write(600_000);
+    const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      await waitForOutput(page, 'stdout', (s) => s.end === all.length, 'the first 600,000 characters');
+      expect(await page.locator('.output-trimmed').isHidden()).toBe(true);
+      await write(1_300_000);
+      await appendOutput(runId, 'stdout', all.length, '', true);
+      const shown = await waitForOutput(page, 'stdout', (s) => s.final, 'the whole stream, final');
+      expect(shown.end).toBe(all.length);
+      const kept = shown.text ?? '';
+      expect(kept.length).toBeLessThanOrEqual(1_000_000);
+      expect(kept.length).toBeGreaterThan(1_000_000 - 16 * 1024);
+      expect(all.endsWith(kept)).toBe(true);
+      const note = await text(page, '.output-trimmed');
+      expect(note).toContain(`The first ${(all.length - kept.length).toLocaleString('en')} characters are not shown`);
+    } finally {
+      await page.close();
+    }
+    // Opened after it grew past the bound: the page starts where the kept text would start.
+    const later = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
+    try {
+      const shown = await waitForOutput(later, 'stdout', (s) => s.final, 'the long stream read from its last 1,000,000');
+      expect(shown.text).toBe(all.slice(-1_000_000));
+      expect(await text(later, '.output-trimmed')).toContain(
+        `The first ${(all.length - 1_000_000).toLocaleString('en')} characters are not shown`,
+      );
+    } finally {
+      await later.close();
+    }
+  });
+
   test('each page as README shows it (saved under docs/ by npm run screenshots)', async () => {
     const tasks = [
       'triage support inbox',
@@ -368,6 +516,15 @@ describeWithBrowser('the run console in Chromium', () => {
       {},
       as,
     );
+    await appendOutput(
+      refund,
+      'llm',
+      0,
+      'The customer asked for a refund of order 1182 (249.50 EUR). The order shipped on 3 March and came back unopened on 9 March, ' +
+        'inside the 30-day window. The policy allows a full refund to the original card.\n\nPlan: ask for approval, then refund 249.50 EUR ' +
+        'and email the customer.',
+      true,
+    );
     for (const [unit, owner] of [
       ['invoice-batch-7', 'worker-a'],
       ['crawler-shard-2', 'worker-b'],
@@ -388,6 +545,7 @@ describeWithBrowser('the run console in Chromium', () => {
     try {
       await run.locator('#approve').waitFor({ timeout: 30_000 });
       await waitForSeqs(run, (seqs) => seqs.length === 5, 'the events');
+      await waitForOutput(run, 'llm', (shown) => shown.final, 'the model output');
       await run.locator('.event[data-seq="3"]').click();
       await screenshot(run, 'console-run');
     } finally {

@@ -1,8 +1,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect, test } from 'vitest';
+import { ANSWER_TOKENS, runDemo } from '../../src/cli/demo.ts';
+import { startTestServer } from '../support/server.ts';
 
-test("npm run demo prints the lab's four blocks from real GraphQL calls", async () => {
+test("npm run demo prints the lab's five blocks from real GraphQL calls", async () => {
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/demo.ts', '--own'], { timeout: 60_000 });
   const lines = stdout.split('\n');
   const block = (title: string) => lines.slice(lines.findIndex((l) => l.includes(title)) + 1).join('\n');
@@ -32,4 +34,35 @@ test("npm run demo prints the lab's four blocks from real GraphQL calls", async 
   const rescuer = Number(/worker B claims it \(token (\d+)\): RUNNING again \(event run.reclaimed\), appends seq 4/.exec(claims)?.[1]);
   expect(rescuer).toBeGreaterThan(dead);
   expect(claims).toMatch(new RegExp(`worker A wakes up and appends with token ${dead} -> ClaimLost \\(nothing written`));
+
+  const output = block("--- live output: a model's answer, token by token, beside the events ---");
+  expect(output).toMatch(/worker M claims run#\S+ \(token (\d+)\); event model.requested \(seq 1\)/);
+  expect(output).toMatch(
+    /streams \d+ tokens into output "llm" \(fenced by token \d+\), then closes it\n\s+event model.responded \(seq 2\)/,
+  );
+  expect(output).toMatch(/Run.outputs: llm, \d+ characters, final/);
+  expect(output).toContain('a reader following it live got exactly the text written');
+});
+
+test("the demo's model answer is in the server, as written, token by token, and final; its events mark the steps", async () => {
+  const api = await startTestServer({ RUNPLANE_STALL_CHECK_SECONDS: '1' });
+  const lines: string[] = [];
+  await runDemo(api.url, (line) => lines.push(line));
+  const runId = lines.map((line) => /worker M claims run#(\S+)/.exec(line)?.[1]).find(Boolean);
+  expect(runId).toBeDefined();
+  const { data } = await api.gql(
+    `query($id: ID!) { run(id: $id, consistent: true) {
+      outputs { stream length final }
+      output(stream: "llm") { offset text final }
+      events { edges { node { type } } }
+    } }`,
+    { id: runId },
+  );
+  const written = ANSWER_TOKENS.join('');
+  expect(ANSWER_TOKENS.length).toBeGreaterThan(30);
+  expect(data.run.output).toEqual({ offset: 0, text: written, final: true });
+  expect(data.run.outputs).toEqual([{ stream: 'llm', length: [...written].length, final: true }]);
+  const types = data.run.events.edges.map((e: { node: { type: string } }) => e.node.type);
+  expect(types).toEqual(expect.arrayContaining(['model.requested', 'model.responded']));
+  expect(types.indexOf('model.requested')).toBeLessThan(types.indexOf('model.responded'));
 });

@@ -1,4 +1,4 @@
-/** The console's text colors against its background: at least 7:1 (WCAG AAA for normal text), as README says. */
+/** The console's text colors against its backgrounds (the page's, and the panel behind output text): at least 7:1 (WCAG AAA for normal text), as README says. */
 import { readFileSync } from 'node:fs';
 import { expect, test } from 'vitest';
 
@@ -26,4 +26,9 @@ const contrast = (a: string, b: string) => {
 
 test.each(['fg', 'muted', 'accent', 'warn', 'bad', 'good'])('--%s on the background is at least 7:1', (name) => {
   expect(contrast(variable(name), variable('bg'))).toBeGreaterThanOrEqual(7);
+});
+
+// Output text and JSON sit on the panel color.
+test.each(['fg', 'muted', 'accent', 'warn', 'bad', 'good'])('--%s on the output panel is at least 7:1', (name) => {
+  expect(contrast(variable(name), variable('panel'))).toBeGreaterThanOrEqual(7);
 });
