@@ -17,6 +17,7 @@ import { engineCost } from './engine-cost.ts';
 import { fanOutSection } from './fan-out-section.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
+import { outputSection } from './output.ts';
 import { replicasSection } from './replicas.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
@@ -58,6 +59,7 @@ const sections = [
   'slow-readers',
   'replicas',
   'claims',
+  'output',
   'engine',
   'endurance',
 ] as const;
@@ -165,6 +167,14 @@ async function main() {
     rows.push(...replicas.rows);
     results.replicas = replicas.result;
   }
+  if (wanted('output'))
+    await withServer({}, async (server) => {
+      step('live output: 200 tokens/s to 100 subscribers, against appendEvent per token; catch-up of 1 MB');
+      const output = await outputSection(server);
+      rows.push(...output.rows);
+      results.output = output.result;
+    });
+
   if (wanted('claims')) {
     const claims = await claimsSection(step);
     rows.push(...claims.rows);

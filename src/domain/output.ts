@@ -23,25 +23,22 @@ export interface OutputStream {
   final: boolean;
 }
 
-/** How many code points a text has. */
+/** A surrogate pair: one code point in two UTF-16 units. */
+const PAIR = /[\ud800-\udbff][\udc00-\udfff]/g;
+const SURROGATE = /[\ud800-\udfff]/;
+
+/** How many code points a text has (the regular expression engine's scan, several times a loop's speed on long text). */
 export function codePoints(text: string): number {
-  let count = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    // A high surrogate followed by a low one is one code point.
-    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        count--;
-        i++;
-      }
-    }
-  }
-  return count;
+  let pairs = 0;
+  PAIR.lastIndex = 0;
+  while (PAIR.exec(text)) pairs++;
+  return text.length - pairs;
 }
 
 /** The index in UTF-16 units of code point `points` of `text` (its length when past the end). */
 export function unitIndex(text: string, points: number): number {
+  // Most text has no surrogate: a code point is a unit.
+  if (!SURROGATE.test(text)) return Math.min(points, text.length);
   let i = 0;
   for (let seen = 0; seen < points && i < text.length; seen++) {
     const unit = text.charCodeAt(i);

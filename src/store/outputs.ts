@@ -82,7 +82,8 @@ export function createOutputStore(deps: StoreDeps) {
     afterOffset: number,
     { maxBytes = 1024 * 1024, responseLimit }: { maxBytes?: number; responseLimit?: ResponseLimit } = {},
   ): Promise<OutputChunk & { end: number; more: boolean }> {
-    const first = await chunkHolding(tenant, runId, stream, afterOffset);
+    // From 0 the first chunk starts there: no read to find the one holding the offset.
+    const first = afterOffset === 0 ? { offset: 0, text: '' } : await chunkHolding(tenant, runId, stream, afterOffset);
     // Nothing stored reaches afterOffset yet (or nothing at all): no text, not final.
     if (!first || endOf(first) < afterOffset)
       return { runId, stream, offset: afterOffset, text: '', final: false, end: afterOffset, more: false };
@@ -103,15 +104,16 @@ export function createOutputStore(deps: StoreDeps) {
         const chunk = toOutputChunk(item);
         // A gap (a chunk not written yet, or a bypassing writer's hole): the text stops before it.
         if (chunk.offset !== end) break reading;
+        // Bounded before the next chunk, not after it: an empty closing chunk still comes along.
+        if (bytes >= maxBytes && chunk.text) {
+          more = true;
+          break reading;
+        }
         text += chunk.text;
         end = endOf(chunk);
         bytes += Buffer.byteLength(chunk.text);
         final = chunk.final;
         if (final) break reading;
-        if (bytes >= maxBytes) {
-          more = true;
-          break reading;
-        }
       }
     }
     // The first chunk may start before afterOffset: its head was not asked for.

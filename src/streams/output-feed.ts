@@ -35,8 +35,8 @@ export interface OutputFeedOptions {
 const MAX_AHEAD_BYTES = 1024 * 1024;
 /** A read of the table per gap at most this often, however long it lasts. */
 const MAX_GAP_WAIT_MS = 2_000;
-/** Bytes of stored text read at once. */
-const READ_BYTES = 256 * 1024;
+/** Bytes of stored text read at once: what the send buffer has room for, within these. */
+const READ_BYTES = { least: 64 * 1024, most: 1024 * 1024 };
 
 export class OutputFeed extends Pullable<OutputChunk> {
   /** Where the text handed out (or waiting to be) ends. */
@@ -153,7 +153,9 @@ export class OutputFeed extends Pullable<OutputChunk> {
     this.reading = true;
     const { store, tenant, runId, stream } = this.options;
     store
-      .read(tenant, runId, stream, this.position, { maxBytes: READ_BYTES })
+      .read(tenant, runId, stream, this.position, {
+        maxBytes: Math.min(READ_BYTES.most, Math.max(READ_BYTES.least, this.sendBuffer.limit - this.sendBuffer.bytes)),
+      })
       .then((stored) => {
         this.reading = false;
         if (this.done) return;
