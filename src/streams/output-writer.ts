@@ -32,6 +32,10 @@ export interface OutputWriterOptions {
   maxLength: number;
   log: Logger;
   now?: () => number;
+  /** Streams held in memory at most (default 2,000); past it, with none idle, a new stream's write is refused, retryably. */
+  maxStreams?: number;
+  /** Text waiting to be stored across all streams at most (default 64 MiB); past it writes are refused, retryably. */
+  maxWaitingBytes?: number;
 }
 
 export interface AppendOutput {
@@ -54,6 +58,8 @@ export interface OutputAnswer {
 
 /** Streams kept in memory at most (an idle one with nothing waiting is forgotten first, and read again when written). */
 const MAX_STREAMS = 2_000;
+/** Text waiting to be stored, all streams together. */
+const MAX_TOTAL_WAITING_BYTES = 64 * 1024 * 1024;
 /** Text kept after it is stored, to answer a writer's retry without a read. */
 const TAIL_BYTES = 16 * 1024;
 /** Text one stream may have waiting to be stored (DynamoDB not taking it) before writes are refused, retryably. */
@@ -99,6 +105,10 @@ interface StreamState {
 
 export function createOutputWriter(options: OutputWriterOptions) {
   const { store, publish, flushMs, flushBytes, maxLength, log } = options;
+  const maxStreams = options.maxStreams ?? MAX_STREAMS;
+  const maxTotalWaiting = options.maxWaitingBytes ?? MAX_TOTAL_WAITING_BYTES;
+  /** Bytes waiting across streams (kept as each stream's waitingBytes changes). */
+  let totalWaiting = 0;
   const now = options.now ?? Date.now;
   const streams = new Map<string, StreamState>();
   const loading = new Map<string, Promise<StreamState>>();
@@ -134,6 +144,8 @@ export function createOutputWriter(options: OutputWriterOptions) {
         usedAt: now(),
       };
       forgetIdle();
+      // Every stream held has text on its way to the table: this one waits its turn.
+      if (streams.size >= maxStreams) throw new OutputBacklog(stream);
       streams.set(key, state);
       return state;
     })().finally(() => loading.delete(key));
@@ -143,10 +155,10 @@ export function createOutputWriter(options: OutputWriterOptions) {
 
   /** Keeps the map bounded: streams with nothing waiting, least recently used first. */
   function forgetIdle() {
-    if (streams.size < MAX_STREAMS) return;
+    if (streams.size < maxStreams) return;
     const idle = [...streams.entries()].filter(([, s]) => !s.waiting && !s.flushing && s.waiters.length === 0);
     idle.sort((a, b) => a[1].usedAt - b[1].usedAt);
-    for (const [key] of idle.slice(0, Math.max(1, streams.size - MAX_STREAMS + 1))) streams.delete(key);
+    for (const [key] of idle.slice(0, Math.max(1, streams.size - maxStreams + 1))) streams.delete(key);
   }
 
   function forgetClaim(key: string) {
@@ -172,7 +184,7 @@ export function createOutputWriter(options: OutputWriterOptions) {
       else {
         forgetClaim(key);
         claims.set(key, known);
-        if (claims.size > MAX_STREAMS) forgetClaim(claims.keys().next().value as string);
+        if (claims.size > maxStreams) forgetClaim(claims.keys().next().value as string);
       }
     }
     if (!fenceHolds(known.claim, token, now())) throw new ClaimLost(runId, known.claim, now());
@@ -211,11 +223,16 @@ export function createOutputWriter(options: OutputWriterOptions) {
     state.waiters = left;
   }
 
+  function setWaitingBytes(state: StreamState, bytes: number) {
+    totalWaiting += bytes - state.waitingBytes;
+    state.waitingBytes = bytes;
+  }
+
   /** Drops the waiting text: the writer is told why at its next write, and anyone waiting for it now. */
   function drop(state: StreamState, error: Error) {
     state.refused = { token: state.token, error };
     state.waiting = '';
-    state.waitingBytes = 0;
+    setWaitingBytes(state, 0);
     state.length = state.durable;
     state.final = state.finalStored;
     for (const waiter of state.waiters) waiter.reject(error);
@@ -281,7 +298,7 @@ export function createOutputWriter(options: OutputWriterOptions) {
   function advance(state: StreamState, text: string) {
     state.durable += codePoints(text);
     state.waiting = state.waiting.slice(text.length);
-    state.waitingBytes = Buffer.byteLength(state.waiting);
+    setWaitingBytes(state, Buffer.byteLength(state.waiting));
     keepTail(state, text);
   }
 
@@ -352,12 +369,12 @@ export function createOutputWriter(options: OutputWriterOptions) {
       if (input.fencingToken !== undefined) await checkFence(input.tenant, input.runId, input.fencingToken);
       // A chunk carries one token: text under another one waits for what came before to be stored.
       if (state.waiting && state.token !== input.fencingToken) await flush(state);
-      if (state.waitingBytes > MAX_WAITING_BYTES) throw new OutputBacklog(input.stream);
+      if (state.waitingBytes > MAX_WAITING_BYTES || totalWaiting > maxTotalWaiting) throw new OutputBacklog(input.stream);
       // Checked again: the stream may have moved while this write waited.
       if (input.offset !== state.length || state.final)
         throw new OffsetConflict(input.runId, input.stream, state.length, state.final ? 'final' : 'taken', input.offset);
       state.waiting += input.text;
-      state.waitingBytes += Buffer.byteLength(input.text);
+      setWaitingBytes(state, state.waitingBytes + Buffer.byteLength(input.text));
       state.token = input.fencingToken;
       state.length = end;
       state.final = input.final;
@@ -391,9 +408,7 @@ export function createOutputWriter(options: OutputWriterOptions) {
 
     /** For tests and /metrics: streams held, and text waiting to be stored. */
     stats() {
-      let waitingBytes = 0;
-      for (const s of streams.values()) waitingBytes += s.waitingBytes;
-      return { streams: streams.size, waitingBytes };
+      return { streams: streams.size, waitingBytes: totalWaiting };
     },
   };
 

@@ -5,8 +5,11 @@
  * On an engine of this file's own (faults are injected into it).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { OutputBacklog } from '../../src/domain/errors.ts';
 import type { OutputChunk } from '../../src/domain/output.ts';
 import type { Engine } from '../../src/engine/index.ts';
+import { silentLogger } from '../../src/lib/logger.ts';
+import { createOutputWriter } from '../../src/streams/output-writer.ts';
 import { SendBuffer } from '../../src/streams/send-buffer.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { newRun, OPEN_TENANT } from '../support/runs.ts';
@@ -89,5 +92,52 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
     expect((await append({ runId, offset, text: 'end', final: true, durable: true })).data?.appendOutput).toMatchObject({ durable: true });
     const answer = await api.gql('query($id: ID!) { run(id: $id) { outputs { length final } } }', { id: runId });
     expect(answer.data.run.outputs).toEqual([{ length: offset + 3, final: true }]);
+  });
+
+  /** A writer of the server's own store and live fan-out, with bounds small enough to reach. */
+  const smallWriter = (bounds: { maxStreams?: number; maxWaitingBytes?: number }) =>
+    createOutputWriter({
+      store: api.server.stores.outputs,
+      claimOf: async () => null,
+      watchRun: () => () => undefined,
+      publish: (change) => api.server.live.publish(change),
+      flushMs: 50,
+      flushBytes: 16 * 1024,
+      maxLength: 1_000_000,
+      log: silentLogger,
+      ...bounds,
+    });
+  const write = (writer: ReturnType<typeof smallWriter>, runId: string, stream: string, offset: number, text: string, durable = false) =>
+    writer.append({ tenant: OPEN_TENANT, runId, stream, offset, text, final: false, durable });
+
+  test('the writer holds at most maxStreams streams: idle ones are forgotten and read again from the table when written', async () => {
+    const runId = await newRun(api);
+    const writer = smallWriter({ maxStreams: 4 });
+    for (let i = 0; i < 10; i++) {
+      await write(writer, runId, `s${i}`, 0, `stream ${i} `, true);
+      expect(writer.stats().streams).toBeLessThanOrEqual(4);
+    }
+    // s0 was forgotten: its length comes from the table, a retry of its text is known, and it goes on.
+    expect((await write(writer, runId, 's0', 0, 'stream 0 ')).durable).toBe(true);
+    await expect(write(writer, runId, 's0', 0, 'other')).rejects.toMatchObject({ length: 9 });
+    expect((await write(writer, runId, 's0', 9, 'more', true)).durable).toBe(true);
+    expect(writer.stats().streams).toBeLessThanOrEqual(4);
+  });
+
+  test('with every stream held waiting on DynamoDB, a new stream is refused retryably; so is text past the total waiting bound', async () => {
+    const runId = await newRun(api);
+    const writer = smallWriter({ maxStreams: 2, maxWaitingBytes: 100 * 1024 });
+    {
+      using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], error: 'InternalServerError' });
+      await write(writer, runId, 'a', 0, 'x'.repeat(60 * 1024));
+      await write(writer, runId, 'b', 0, 'y'.repeat(60 * 1024));
+      await expect(write(writer, runId, 'c', 0, 'z')).rejects.toBeInstanceOf(OutputBacklog);
+      // 120 KB wait in all, past the 100 KB bound: more text is refused too, retryably.
+      await expect(write(writer, runId, 'a', 60 * 1024, 'x')).rejects.toBeInstanceOf(OutputBacklog);
+      expect(writer.stats()).toEqual({ streams: 2, waitingBytes: 120 * 1024 });
+    }
+    await waitFor(() => writer.stats().waitingBytes === 0, { what: 'the waiting text to be stored', timeoutMs: 60_000 });
+    expect((await write(writer, runId, 'c', 0, 'z', true)).durable).toBe(true);
+    expect((await write(writer, runId, 'a', 60 * 1024, 'x', true)).durable).toBe(true);
   });
 });
