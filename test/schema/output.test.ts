@@ -13,7 +13,7 @@ import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
 
 const FLUSH_MS = 100;
-const MAX_LENGTH = 5_000;
+const MAX_LENGTH = 20_000;
 
 let api: TestServer;
 let ws: Client;
@@ -157,33 +157,28 @@ describe('storing', () => {
 });
 
 describe('reading', () => {
-  test('a subscriber joining at any offset while the stream is written gets exactly the text from there', async () => {
+  test('a subscriber joining at any offset of a 10,000-character stream while it is written gets exactly the text from there', async () => {
     const runId = await newRun(api);
-    const text = Array.from({ length: 2_000 }, (_, i) => String.fromCodePoint(0x41 + (i % 26), ...(i % 97 === 0 ? [0x1f642] : []))).join(
-      '',
-    );
+    const text = Array.from({ length: 10_000 }, (_, i) => String.fromCodePoint(i % 97 === 0 ? 0x1f642 : 0x41 + (i % 26))).join('');
     const points = [...text];
     const readers: { from: number; sub: ReturnType<typeof subscribeWs<{ offset: number; text: string; final: boolean }>> }[] = [];
     let offset = 0;
     const pieces = 100;
     const size = Math.ceil(points.length / pieces);
+    const query =
+      'subscription($runId: ID!, $from: Int) { runOutput(runId: $runId, stream: "llm", afterOffset: $from) { offset text final } }';
     for (let i = 0; i < pieces; i++) {
       const piece = points.slice(i * size, (i + 1) * size).join('');
       if (!piece) break;
-      // A reader joins at every offset written so far, every few writes, over both transports.
-      if (i % 5 === 0) {
-        for (const from of [0, Math.floor(offset / 2), offset]) {
-          const query =
-            'subscription($runId: ID!, $from: Int) { runOutput(runId: $runId, stream: "llm", afterOffset: $from) { offset text final } }';
-          readers.push({
-            from,
-            sub:
-              i % 10 === 0
-                ? subscribeWs(ws, query, { runId, from }, 'runOutput')
-                : subscribeSse(api.url, query, { runId, from }, 'runOutput'),
-          });
-        }
-      }
+      // Before each write a reader joins somewhere in what is written so far (spread over it,
+      // emoji included), every tenth at the live end; over both transports.
+      const froms = [(i * 7_919) % (offset + 1), ...(i % 10 === 0 ? [offset] : [])];
+      for (const from of froms)
+        readers.push({
+          from,
+          sub:
+            i % 2 === 0 ? subscribeWs(ws, query, { runId, from }, 'runOutput') : subscribeSse(api.url, query, { runId, from }, 'runOutput'),
+        });
       const last = (i + 1) * size >= points.length;
       expect(await append({ runId, offset, text: piece, final: last })).toMatchObject({ __typename: 'OutputChunk' });
       offset += [...piece].length;
