@@ -9,7 +9,9 @@ import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
 import { marshallOptions } from '../../table/client.ts';
 import { attr, storable } from '../../table/codec.ts';
+import { isThrottle } from '../../table/failures.ts';
 import type { StoreDeps } from '../deps.ts';
+import { THROTTLE_ATTEMPTS, throttleDelay } from '../throttles.ts';
 import type { TransactItem } from '../write.ts';
 import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Positions } from './position.ts';
@@ -95,7 +97,13 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
 
   /** Plain appends to one run in this process, written in groups (fenced ones grouped by their token). */
   const grouped = createGroupCommit({
-    commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) => atNextFree(tenant, runId, batch, { fencingToken }),
+    // One try per batch: a throttle comes back at once, for the queue to shrink its batch and wait.
+    commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) =>
+      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: 1 }),
+    throttled: isThrottle,
+    throttleAttempts: THROTTLE_ATTEMPTS,
+    throttleDelay,
+    onGiveUp: () => deps.throttles?.gaveUp('append'),
     // Only an error that proves nothing was written sends a batch back one append at a time: after
     // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
     alone: (err) => err instanceof InvalidInput || (err as Error)?.name === 'ValidationException',

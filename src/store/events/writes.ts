@@ -38,6 +38,8 @@ export interface EventWriteOptions {
   cost?: number;
   claim?: TransactItem;
   fencingToken?: number;
+  /** Tries when throttled (1: group commit backs off itself, with a smaller batch). */
+  throttleAttempts?: number;
 }
 
 /**
@@ -59,7 +61,7 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
   writes.push(...fenceOf(tableName, tenant, first, fencingToken));
   try {
-    await write(deps, writes, claim);
+    await write(deps, writes, claim, { operation: 'append', throttleAttempts: options.throttleAttempts });
     return true;
   } catch (err) {
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');

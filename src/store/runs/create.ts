@@ -32,7 +32,7 @@ export async function createRun(
   // until DynamoDB has deleted its rows: a new run must never see the old one's events.
   const put = (Item: Item): Write => ({ Put: { TableName: tableName, Item, ConditionExpression: conditions.absent } });
   try {
-    await write(deps, [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))], claim?.({ run, budget }));
+    await write(deps, [put(runItem(tenant, run)), put(budgetItem(tenant, budget, at))], claim?.({ run, budget }), { operation: 'create' });
   } catch (err) {
     if (err instanceof ConditionFailed) throw new RunAlreadyExists(id);
     throw err;

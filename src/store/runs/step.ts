@@ -106,7 +106,7 @@ export function createSteps(
       const writes = [...own, ...(plan.also?.(expires) ?? [])];
       const result = { run, event, extra: plan.extra as Extra };
       try {
-        await write(deps, writes, claim?.(result));
+        await write(deps, writes, claim?.(result), { operation: 'step' });
         if (expires !== undefined) onFinished(tenant, runId, expires);
         return result;
       } catch (err) {

@@ -1,0 +1,31 @@
+/**
+ * Throughput throttles met by this process's writes, by operation (for /metrics): every
+ * throttled request, and the ones whose retries ran out so that the caller was refused.
+ */
+import { type Backoff, delayFor } from '../lib/backoff.ts';
+
+/** What a write was doing when it was throttled: the metric's `operation` label. */
+export type Operation = 'append' | 'charge' | 'checkpoint' | 'create' | 'transition' | 'step' | 'claim' | 'lease' | 'output' | 'write';
+
+/** Tries of a throttled write before THROTTLED reaches the caller (the SDK's own tries come first, for a lone request). */
+export const THROTTLE_ATTEMPTS = 10;
+/** Growing (25, 50, ... 1,000 ms at most) and jittered, so writers throttled together spread out over the partition's refill. */
+export const THROTTLE_BACKOFF: Backoff = { firstMs: 25, maxMs: 1_000, jitter: 'full' };
+
+/** The wait before the throttled write's next try (`attempt`: 0 after the first throttle). */
+export const throttleDelay = (attempt: number) => delayFor(THROTTLE_BACKOFF, attempt);
+
+export class ThrottleCounts {
+  /** Requests refused for throughput, by operation (each one, retried or not). */
+  readonly throttled: Partial<Record<Operation, number>> = {};
+  /** Operations refused to their caller as THROTTLED once the retries ran out. */
+  readonly refused: Partial<Record<Operation, number>> = {};
+
+  count(operation: Operation) {
+    this.throttled[operation] = (this.throttled[operation] ?? 0) + 1;
+  }
+
+  gaveUp(operation: Operation) {
+    this.refused[operation] = (this.refused[operation] ?? 0) + 1;
+  }
+}
