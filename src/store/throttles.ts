@@ -7,13 +7,18 @@ import { type Backoff, delayFor } from '../lib/backoff.ts';
 /** What a write was doing when it was throttled: the metric's `operation` label. */
 export type Operation = 'append' | 'charge' | 'checkpoint' | 'create' | 'transition' | 'step' | 'claim' | 'lease' | 'output' | 'write';
 
-/** Tries of a throttled write before THROTTLED reaches the caller (the SDK's own tries come first, for a lone request). */
-export const THROTTLE_ATTEMPTS = 10;
-/** Growing (25, 50, ... 1,000 ms at most) and jittered, so writers throttled together spread out over the partition's refill. */
-export const THROTTLE_BACKOFF: Backoff = { firstMs: 25, maxMs: 1_000, jitter: 'full' };
+/** How a throttled write is tried again. */
+export interface ThrottleRetry {
+  /** Tries before THROTTLED reaches the caller (the SDK's own tries come first, for a lone request). */
+  attempts: number;
+  backoff: Backoff;
+}
+
+/** Ten tries, waits growing (25, 50, ... 1,000 ms at most) and jittered, so writers throttled together spread out over the partition's refill. */
+export const THROTTLE_RETRY: ThrottleRetry = { attempts: 10, backoff: { firstMs: 25, maxMs: 1_000, jitter: 'full' } };
 
 /** The wait before the throttled write's next try (`attempt`: 0 after the first throttle). */
-export const throttleDelay = (attempt: number) => delayFor(THROTTLE_BACKOFF, attempt);
+export const throttleDelay = (retry: ThrottleRetry, attempt: number) => delayFor(retry.backoff, attempt);
 
 export class ThrottleCounts {
   /** Requests refused for throughput, by operation (each one, retried or not). */

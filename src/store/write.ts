@@ -16,7 +16,7 @@ import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem
 import { isThrottle, isTransactionConflict } from '../table/failures.ts';
 import type { StoreDeps } from './deps.ts';
 import { ClaimTaken } from './idempotency.ts';
-import { type Operation, THROTTLE_ATTEMPTS, throttleDelay } from './throttles.ts';
+import { type Operation, THROTTLE_RETRY, throttleDelay } from './throttles.ts';
 
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 type Put = NonNullable<TransactItem['Put']>;
@@ -38,12 +38,12 @@ export class ConditionFailed extends Error {
 }
 
 /** What a write needs: the table's client, where the changes it made go, where its throttles are counted. */
-type WriteDeps = Pick<StoreDeps, 'doc' | 'publish' | 'throttles'>;
+type WriteDeps = Pick<StoreDeps, 'doc' | 'publish' | 'throttles' | 'throttleRetry'>;
 
 /** What the write is (its throttles are counted under it), and how often a throttled one is tried. */
 export interface WriteHow {
   operation?: Operation;
-  /** Tries when throttled (default THROTTLE_ATTEMPTS; 1: the caller backs off itself, as group commit does to shrink its batch). */
+  /** Tries when throttled (default the store's throttleRetry; 1: the caller backs off itself, as group commit does to shrink its batch). */
   throttleAttempts?: number;
 }
 
@@ -59,7 +59,8 @@ const CONFLICT_BACKOFF: Backoff = { firstMs: 20, maxMs: 320, jitter: 'full' };
  */
 async function retrying<T>(deps: WriteDeps, how: WriteHow, send: () => Promise<T>): Promise<T> {
   const operation = how.operation ?? 'write';
-  const throttleAttempts = how.throttleAttempts ?? THROTTLE_ATTEMPTS;
+  const retry = deps.throttleRetry ?? THROTTLE_RETRY;
+  const throttleAttempts = how.throttleAttempts ?? retry.attempts;
   let conflicts = 0;
   let throttles = 0;
   for (;;) {
@@ -76,7 +77,7 @@ async function retrying<T>(deps: WriteDeps, how: WriteHow, send: () => Promise<T
         if (how.throttleAttempts === undefined) deps.throttles?.gaveUp(operation);
         throw err;
       }
-      await sleep(throttleDelay(throttles - 1));
+      await sleep(throttleDelay(retry, throttles - 1));
     }
   }
 }
