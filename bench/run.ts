@@ -17,6 +17,7 @@ import { engineCost } from './engine-cost.ts';
 import { fanOutSection } from './fan-out-section.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
+import { partitionsSection } from './partitions.ts';
 import { replicasSection } from './replicas.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
@@ -58,6 +59,7 @@ const sections = [
   'slow-readers',
   'replicas',
   'claims',
+  'partitions',
   'engine',
   'endurance',
 ] as const;
@@ -169,6 +171,11 @@ async function main() {
     const claims = await claimsSection(step);
     rows.push(...claims.rows);
     results.claims = claims.result;
+  }
+  if (wanted('partitions')) {
+    const partitions = await partitionsSection(step);
+    rows.push(...partitions.rows);
+    results.partitions = partitions.result;
   }
   if (wanted('engine')) await engineSection(rows, results);
   if (wanted('endurance')) {
