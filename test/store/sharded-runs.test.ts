@@ -111,3 +111,25 @@ describe.skipIf(onlyEmbedded)('with an engine of its own', () => {
     }
   });
 });
+
+test('pages merge shards that hold uneven shares: a type in one shard only, newest first, one request per shard', async () => {
+  const { stores } = await storesOnFreshTable();
+  const runId = await newStoredRun(stores, 1000, 4);
+  // One at a time, so seq n has type "tool" exactly when n % 4 == 0: every tool event is in shard 0.
+  for (const n of range(40)) await stores.events.append({ tenant: TENANT, runId, type: n % 4 === 0 ? 'tool' : 'step', payload: { n } });
+  const tools = await stores.events.page({ tenant: TENANT, runId, limit: 6, types: ['tool'], consistent: true });
+  expect(tools.events.map((e) => e.seq)).toEqual([4, 8, 12, 16, 20, 24]);
+  expect(tools.more).toBe(true);
+  const steps = await stores.events.page({ tenant: TENANT, runId, after: 30, limit: 100, types: ['step'], consistent: true });
+  expect(steps.events.map((e) => e.seq)).toEqual([31, 33, 34, 35, 37, 38, 39]);
+  expect(steps.more).toBe(false);
+  const newest = await stores.events.page({ tenant: TENANT, runId, before: 38, limit: 5, forward: false, consistent: true });
+  expect(newest.events.map((e) => e.seq)).toEqual([37, 36, 35, 34, 33]);
+  expect(newest.more).toBe(true);
+  // One request per shard: what is handed out is in order and without a gap, and more says whether it stopped early.
+  const first = await stores.events.page({ tenant: TENANT, runId, limit: 25, consistent: true, singleRequest: true });
+  expect(first.events.map((e) => e.seq)).toEqual(range(first.events.length));
+  expect(first.events.length).toBeGreaterThan(0);
+  expect(first.more).toBe(true);
+  expect(await stores.events.lastSeq(TENANT, runId)).toBe(40);
+});
