@@ -34,3 +34,12 @@ export class ThrottleCounts {
     this.refused[operation] = (this.refused[operation] ?? 0) + 1;
   }
 }
+
+/** Throttles a write already tried again THROTTLE_RETRY's times: whoever gets one passes it on, never retries it. */
+const retriedOut = new WeakSet<object>();
+
+export const markRetriedOut = (err: unknown) => {
+  if (err && typeof err === 'object') retriedOut.add(err);
+};
+
+export const wasRetriedOut = (err: unknown) => Boolean(err && typeof err === 'object' && retriedOut.has(err));

@@ -8,6 +8,7 @@
  * before the stream brings it. A put's row is known; an update alone returns its row; the rows
  * a transaction updated are read back (one strongly consistent BatchGet) and published then.
  */
+import { randomUUID } from 'node:crypto';
 import { BatchGetCommand, PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { type Backoff, delayFor, sleep } from '../lib/backoff.ts';
 import { changeOfRow, isWatched } from '../table/changes.ts';
@@ -16,7 +17,7 @@ import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem
 import { isThrottle, isTransactionConflict } from '../table/failures.ts';
 import type { StoreDeps } from './deps.ts';
 import { ClaimTaken } from './idempotency.ts';
-import { type Operation, THROTTLE_RETRY, throttleDelay } from './throttles.ts';
+import { markRetriedOut, type Operation, THROTTLE_RETRY, throttleDelay } from './throttles.ts';
 
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 type Put = NonNullable<TransactItem['Put']>;
@@ -74,7 +75,10 @@ async function retrying<T>(deps: WriteDeps, how: WriteHow, send: () => Promise<T
       if (!isThrottle(err)) throw err;
       deps.throttles?.count(operation);
       if (++throttles >= throttleAttempts) {
-        if (how.throttleAttempts === undefined) deps.throttles?.gaveUp(operation);
+        if (how.throttleAttempts === undefined) {
+          deps.throttles?.gaveUp(operation);
+          markRetriedOut(err);
+        }
         throw err;
       }
       await sleep(throttleDelay(retry, throttles - 1));
@@ -119,8 +123,10 @@ export async function write(deps: WriteDeps, writes: Write[], claim?: TransactIt
     ),
   ];
   try {
-    // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
-    await resend(() => doc.send(new TransactWriteCommand({ TransactItems: items }) as never));
+    // Every send of this transaction (the SDK's retries and ours) carries one ClientRequestToken:
+    // a resend of one that landed with its answer lost is not applied again.
+    const ClientRequestToken = randomUUID();
+    await resend(() => doc.send(new TransactWriteCommand({ TransactItems: items, ClientRequestToken }) as never));
     publishTransaction(deps, writes);
     return undefined;
   } catch (err) {

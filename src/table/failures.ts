@@ -36,6 +36,16 @@ export function isThrottle(err: unknown) {
   return reasons.some((r) => THROTTLED_ACTIONS.has(r.code)) && !reasons.some((r) => r.conditionFailed);
 }
 
+/**
+ * A throttle on the request's only attempt: proof that nothing of it was applied. After the
+ * SDK's own retries a throttle proves that of the last attempt only (an earlier one that timed
+ * out may have landed), so whoever writes the request again as a new one (new seqs, a new
+ * transaction token) must see the first kind.
+ */
+export function isUnappliedThrottle(err: unknown) {
+  return isThrottle(err) && ((err as { $metadata?: { attempts?: number } })?.$metadata?.attempts ?? 1) <= 1;
+}
+
 /** The kind of a failure that retrying later may cure, or undefined for any other. */
 export function availabilityOf(err: unknown): Availability | undefined {
   const e = err as Error & { code?: string; $metadata?: { httpStatusCode?: number } };

@@ -9,9 +9,9 @@ import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
 import { marshallOptions } from '../../table/client.ts';
 import { attr, storable } from '../../table/codec.ts';
-import { isThrottle } from '../../table/failures.ts';
+import { isUnappliedThrottle } from '../../table/failures.ts';
 import type { StoreDeps } from '../deps.ts';
-import { THROTTLE_RETRY, throttleDelay } from '../throttles.ts';
+import { THROTTLE_RETRY, throttleDelay, wasRetriedOut } from '../throttles.ts';
 import type { TransactItem } from '../write.ts';
 import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Positions } from './position.ts';
@@ -100,10 +100,13 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
 
   /** Plain appends to one run in this process, written in groups (fenced ones grouped by their token). */
   const grouped = createGroupCommit({
-    // One try per batch: a throttle comes back at once, for the queue to shrink its batch and wait.
+    // One try per batch: a throttle comes back at once, for the queue to shrink its batch and
+    // wait. A batch of one is a lone put, resent as it is (its write id recognises it) with the
+    // usual tries; a throttle that outlived them is not sent again.
     commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) =>
-      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: 1 }),
-    throttled: isThrottle,
+      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
+    // Sent again as a new batch (new seqs may be chosen): only when it surely was not applied.
+    throttled: (err) => isUnappliedThrottle(err) && !wasRetriedOut(err),
     throttleAttempts: (deps.throttleRetry ?? THROTTLE_RETRY).attempts,
     throttleDelay: (attempt) => throttleDelay(deps.throttleRetry ?? THROTTLE_RETRY, attempt),
     onGiveUp: () => deps.throttles?.gaveUp('append'),
