@@ -17,6 +17,8 @@ const PARTITION_WCU = 200;
 const PARTITION_RCU = 600;
 /** Units a second no run here reaches: the model counts and never refuses. */
 const UNREACHED = 10_000_000;
+/** Alternating stretches of the counting-against-off comparison. */
+const ROUNDS = 4;
 
 const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
 
@@ -32,6 +34,8 @@ export interface PartitionRow {
   throttlesPerSuccess: number;
   /** Appends answered THROTTLED (the server's retries ran out) or failed otherwise. */
   failures: number;
+  /** Measured in stretches alternating with the counting model's. */
+  alternating?: boolean;
 }
 
 /** Every sample of a labelled counter on /metrics, summed. */
@@ -43,7 +47,28 @@ async function summed(server: ServerProcess, name: string) {
     .reduce((n, line) => n + Number(line.split(' ').at(-1)), 0);
 }
 
-async function hotRun(server: ServerProcess, model: Model, shards: number): Promise<PartitionRow> {
+interface Load {
+  latencies: number[];
+  seconds: number;
+  throttles: number;
+  failures: number;
+}
+
+/** The loads' figures together (alternating stretches of one configuration). */
+function summary(model: Model, shards: number, loads: Load[]): PartitionRow {
+  const latencies = loads.flatMap((l) => l.latencies);
+  return {
+    model,
+    shards,
+    eventsPerSecond: latencies.length / loads.reduce((n, l) => n + l.seconds, 0),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    throttlesPerSuccess: loads.reduce((n, l) => n + l.throttles, 0) / Math.max(1, latencies.length),
+    failures: loads.reduce((n, l) => n + l.failures, 0),
+  };
+}
+
+async function hotRun(server: ServerProcess, shards: number, seconds = SECONDS): Promise<Load> {
   const gql = graphqlClient(server.url);
   const runId = `hot-${randomBytes(5).toString('hex')}`;
   await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
@@ -54,7 +79,7 @@ async function hotRun(server: ServerProcess, model: Model, shards: number): Prom
   const latencies: number[] = [];
   let failures = 0;
   const started = performance.now();
-  const deadline = started + SECONDS * 1000;
+  const deadline = started + seconds * 1000;
   await Promise.all(
     Array.from({ length: WRITERS }, async (_, writer) => {
       while (performance.now() < deadline) {
@@ -68,41 +93,53 @@ async function hotRun(server: ServerProcess, model: Model, shards: number): Prom
       }
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
-  const throttles = (await summed(server, 'runplane_dynamodb_throttles_total')) - throttlesBefore;
   return {
-    model,
-    shards,
-    eventsPerSecond: latencies.length / seconds,
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    throttlesPerSuccess: throttles / Math.max(1, latencies.length),
+    latencies,
+    seconds: (performance.now() - started) / 1000,
+    throttles: (await summed(server, 'runplane_dynamodb_throttles_total')) - throttlesBefore,
     failures,
   };
 }
 
-export async function partitionsSection(step: (what: string) => void) {
-  const measured: PartitionRow[] = [];
-  for (const model of ['on', 'off', 'counting'] as const) {
-    const limits = { on: [PARTITION_WCU, PARTITION_RCU], counting: [UNREACHED, UNREACHED], off: undefined }[model];
-    const env: Record<string, string> = limits
+const serverWith = (limits?: [number, number]) =>
+  startServerProcess(
+    limits
       ? {
           RUNPLANE_ENGINE_PARTITION_LIMITS: 'true',
           RUNPLANE_ENGINE_PARTITION_WCU: String(limits[0]),
           RUNPLANE_ENGINE_PARTITION_RCU: String(limits[1]),
         }
-      : {};
-    const server = await startServerProcess(env);
+      : {},
+  );
+
+export async function partitionsSection(step: (what: string) => void) {
+  const measured: PartitionRow[] = [];
+  for (const model of ['on', 'off'] as const) {
+    const server = await serverWith(model === 'on' ? [PARTITION_WCU, PARTITION_RCU] : undefined);
     try {
-      for (const shards of model === 'counting' ? [8] : [1, 8]) {
+      for (const shards of [1, 8]) {
         step(`partitions: one run, ${WRITERS} writers, 1 KB events, ${shards} shard(s), throughput model ${model}`);
-        measured.push(await hotRun(server, model, shards));
+        measured.push(summary(model, shards, [await hotRun(server, shards)]));
       }
     } finally {
       await server.stop();
     }
   }
-  const find = (model: Model, shards: number) => measured.find((r) => r.model === model && r.shards === shards) as PartitionRow;
+  // The model's own cost: counting under limits never reached against off, in alternating stretches.
+  step('partitions: 8 shards, the model counting (limits never reached) against off, alternating');
+  const [off, counting] = await Promise.all([serverWith(), serverWith([UNREACHED, UNREACHED])]);
+  try {
+    const loads: Record<'off' | 'counting', Load[]> = { off: [], counting: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 ? (['off', 'counting'] as const) : (['counting', 'off'] as const);
+      for (const which of order) loads[which].push(await hotRun(which === 'off' ? off : counting, 8, SECONDS / ROUNDS));
+    }
+    measured.push(summary('counting', 8, loads.counting), { ...summary('off', 8, loads.off), alternating: true } as PartitionRow);
+  } finally {
+    await Promise.all([off.stop(), counting.stop()]);
+  }
+  const find = (model: Model, shards: number, alternating = false) =>
+    measured.find((r) => r.model === model && r.shards === shards && Boolean(r.alternating) === alternating) as PartitionRow;
   const rows: [string, string, string, string][] = [];
   for (const model of ['on', 'off'] as const) {
     const one = find(model, 1);
@@ -118,8 +155,8 @@ export async function partitionsSection(step: (what: string) => void) {
   rows.push([
     'what counting units costs the engine: 8 shards, model on with limits never reached, events/s (p99)',
     `${find('counting', 8).eventsPerSecond.toFixed(0)}/s (${ms(find('counting', 8).p99)})`,
-    `model off: ${find('off', 8).eventsPerSecond.toFixed(0)}/s (${ms(find('off', 8).p99)})`,
-    ratio(find('counting', 8).eventsPerSecond / find('off', 8).eventsPerSecond),
+    `model off, alternating with it: ${find('off', 8, true).eventsPerSecond.toFixed(0)}/s (${ms(find('off', 8, true).p99)})`,
+    ratio(find('counting', 8).eventsPerSecond / find('off', 8, true).eventsPerSecond),
   ]);
   return {
     rows,
