@@ -84,6 +84,31 @@ describe('throttled batches', () => {
     expect(Math.max(...grown)).toBe(100);
   });
 
+  test('at most 10,000 runs keep a shrunk batch size: past it the one shrunk longest ago writes full batches again', async () => {
+    const throttledOnce = new Set<string>();
+    const batches = new Map<string, number[]>();
+    const commit = async (_tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> => {
+      batches.set(runId, [...(batches.get(runId) ?? []), batch.length]);
+      await new Promise((resolve) => setImmediate(resolve));
+      // Each run's first batch of more than one is throttled once.
+      if (batch.length > 1 && !throttledOnce.has(runId)) {
+        throttledOnce.add(runId);
+        throw throttle;
+      }
+      return batch.map((w, i) => ({ runId, seq: i + 1, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+    };
+    const group = createGroupCommit({ commit, alone: () => false, measure: () => 600, throttled: isThrottle });
+    const burst = (runId: string, n: number) => Promise.all(range(n).map((i) => group.append('t', runId, 'step', { i }, new Date())));
+    await burst('first', 41);
+    // 1 alone, 40 throttled, then halves: the run is remembered with a batch size under 40.
+    expect(batches.get('first')).toEqual([1, 40, 20, 20]);
+    await Promise.all(range(10_000).map((i) => burst(`other-${i}`, 3)));
+    batches.delete('first');
+    await burst('first', 41);
+    // Forgotten: the 40 waiting behind the lone first append go as one batch again.
+    expect(batches.get('first')).toEqual([1, 40]);
+  });
+
   test('an append whose batches stay throttled fails with the throttle after its tries; nothing else is lost', async () => {
     const { commit } = recordingCommit(() => throttle);
     let gaveUp = 0;
