@@ -18,6 +18,7 @@ import { fanOutSection } from './fan-out-section.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
 import { outputSection } from './output.ts';
+import { partitionsSection } from './partitions.ts';
 import { replicasSection } from './replicas.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
@@ -60,6 +61,7 @@ const sections = [
   'replicas',
   'claims',
   'output',
+  'partitions',
   'engine',
   'endurance',
 ] as const;
@@ -179,6 +181,11 @@ async function main() {
     const claims = await claimsSection(step);
     rows.push(...claims.rows);
     results.claims = claims.result;
+  }
+  if (wanted('partitions')) {
+    const partitions = await partitionsSection(step);
+    rows.push(...partitions.rows);
+    results.partitions = partitions.result;
   }
   if (wanted('engine')) await engineSection(rows, results);
   if (wanted('endurance')) {

@@ -62,8 +62,12 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-/** `env`: settings every API server gets (a scenario's own). */
-export async function startCluster(servers = 2, env: Record<string, string> = {}, { redis = false } = {}): Promise<Cluster> {
+/** `env`: settings every API server gets (a scenario's own); `engineArgs`: the engine's own (its throughput model, say). */
+export async function startCluster(
+  servers = 2,
+  env: Record<string, string> = {},
+  { redis = false, engineArgs = [] as string[] } = {},
+): Promise<Cluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'runplane-chaos-'));
   const table = 'chaos';
   const ports: number[] = [];
@@ -81,10 +85,16 @@ export async function startCluster(servers = 2, env: Record<string, string> = {}
   const running: (BenchProcess | undefined)[] = [];
 
   const startEngine = async () => {
-    engine = await startProcess('src/engine/cli.ts', {}, [/Streams on http/], ['--port', String(enginePort), '--data', dataDir], {
-      ipc: true,
-      quiet: true,
-    });
+    engine = await startProcess(
+      'src/engine/cli.ts',
+      {},
+      [/Streams on http/],
+      ['--port', String(enginePort), '--data', dataDir, ...engineArgs],
+      {
+        ipc: true,
+        quiet: true,
+      },
+    );
   };
   const startServer = async (index: number) => {
     running[index] = await startProcess(

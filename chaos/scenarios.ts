@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient } from '../bench/clients.ts';
 import { sealEntry } from '../src/streams/fanout/entries.ts';
-import { eventItem } from '../src/table/codec.ts';
+import { eventItem, eventShardsOf } from '../src/table/codec.ts';
+import { keys } from '../src/table/keys.ts';
 import {
   checkAppends,
   checkBudgets,
@@ -47,6 +48,10 @@ export interface Scenario {
   /** API servers (default 2); with `redis`, they coordinate through a Redis of the cluster's own. */
   servers?: number;
   redis?: boolean;
+  /** Arguments of the engine process (its throughput model). */
+  engineArgs?: string[];
+  /** Event shards of the runs the workload appends to (default 1). */
+  eventShards?: number;
   /** Readers that stop reading now and then, on a run of large events (the scenario must make their feeds fall behind). */
   stalledReaders?: { readers: number; copies: number; padBytes: number };
 }
@@ -93,6 +98,25 @@ export const scenarios: Scenario[] = [
         { operations: [...WRITES, 'GetItem', 'Query'], error: 'ThrottlingException', probability: 0.2 },
         { operations: WRITES, error: 'ProvisionedThroughputExceededException', probability: 0.15 },
       ]),
+  },
+  {
+    name: 'partition-limits',
+    what: "the engine's throughput model is on at 5 write units a partition a second, runs alpha and beta over 4 event shards",
+    engineArgs: ['--partition-limits', '--partition-wcu', '5', '--partition-rcu', '600'],
+    eventShards: 4,
+    // The faults are the throttles the servers met (and retried), counted on their /metrics.
+    async fault(cluster, ms) {
+      await sleep(ms);
+      const counts = await Promise.all(
+        cluster.urls.map((url) =>
+          fetch(new URL('/metrics', url))
+            .then((r) => r.text())
+            .then((text) => [...text.matchAll(/^runplane_dynamodb_throttles_total\{[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0))
+            .catch(() => 0),
+        ),
+      );
+      return counts.reduce((a, b) => a + b, 0);
+    },
   },
   {
     name: 'transaction-conflicts',
@@ -276,7 +300,7 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
   const budgets = new Map<string, { cap: number; spent: number }>();
   const statuses = new Map<string, string>();
   try {
-    for (const runId of runs) {
+    const query = async (pk: string) => {
       const items: Record<string, unknown>[] = [];
       let start: Record<string, unknown> | undefined;
       do {
@@ -284,7 +308,7 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
           new QueryCommand({
             TableName: cluster.table,
             KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': `default#run#${runId}` },
+            ExpressionAttributeValues: { ':pk': pk },
             ConsistentRead: true,
             ExclusiveStartKey: start,
           }),
@@ -292,6 +316,13 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
         items.push(...(page.Items ?? []));
         start = page.LastEvaluatedKey;
       } while (start);
+      return items;
+    };
+    for (const runId of runs) {
+      const items = await query(keys.runPartition('default', runId));
+      // A run of several event shards keeps its events in their partitions.
+      const shards = eventShardsOf(items.find((item) => item.sk === '#meta') ?? {});
+      if (shards > 1) for (const pk of keys.eventPartitions('default', runId, shards)) items.push(...(await query(pk)));
       events.set(
         runId,
         items
@@ -305,7 +336,9 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
               token: typeof payload?.token === 'number' ? payload.token : undefined,
               at: Date.parse(String(item.createdAt)),
             };
-          }),
+          })
+          // In seq order, as one partition's Query returns them, whichever shard each came from.
+          .sort((a, b) => a.seq - b.seq),
       );
       const budget = items.find((item) => item.sk === '#budget');
       budgets.set(runId, { cap: Number(budget?.cap), spent: Number(budget?.spent) });
@@ -319,7 +352,7 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
 
 /** Runs one scenario for `seconds` of load and checks it. */
 export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
-  const cluster = await startCluster(scenario.servers ?? 2, scenario.serverEnv, { redis: scenario.redis });
+  const cluster = await startCluster(scenario.servers ?? 2, scenario.serverEnv, { redis: scenario.redis, engineArgs: scenario.engineArgs });
   const history = new History();
   const began = performance.now();
   try {
@@ -333,7 +366,13 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     for (const id of [...runs, ...claimRuns, probeRun, rawRun, bulkRun, outputRun]) {
       // gamma's cap is so low that its charger meets it within its first few charges.
       const created = await setup('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-        input: { id, task: 'chaos', budgetCap: id === 'gamma' ? 3 : 400 },
+        input: {
+          id,
+          task: 'chaos',
+          budgetCap: id === 'gamma' ? 3 : 400,
+          // gamma stays on its own partition: the checks see both layouts under the same load.
+          ...(scenario.eventShards && (id === 'alpha' || id === 'beta') ? { eventShards: scenario.eventShards } : {}),
+        },
       });
       if (created.failure) throw new Error(`could not create run ${id}: ${created.failure}`);
     }

@@ -15,6 +15,7 @@ import { schema } from './schema/index.ts';
 import { responseLimit } from './schema/response-limit.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
+import { ThrottleCounts } from './store/throttles.ts';
 import { topics } from './streams/changes.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { createOutputWriter, type OutputWriter } from './streams/output-writer.ts';
@@ -86,6 +87,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   try {
     options.onClients?.(clients);
     const tableCreated = await ensureTable(clients.dynamo, config.table, { create: config.dynamodb.createTable, log });
+    const throttles = new ThrottleCounts();
     const storeDeps = {
       doc: clients.doc,
       tableName: config.table,
@@ -95,6 +97,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       log,
       // Every write's changes reach this server's subscribers (and the other replicas') as it lands.
       publish: (change: Change) => live?.publish(change),
+      throttles,
     };
     const stores = createStores(storeDeps);
     live = await startLive({
@@ -165,7 +168,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       limits: config.limits,
       connections: config.connections,
       log,
-      metrics: metricsOf({ appends: stores.events.counters, live, sendBuffers, documents, stalls: watcher.counts }),
+      metrics: metricsOf({ appends: stores.events.counters, live, sendBuffers, documents, stalls: watcher.counts, throttles }),
       availabilityOf,
       sendBuffers,
       plugins: options.plugins,

@@ -7,7 +7,7 @@ import { graphql } from './graphql.ts';
 
 const BudgetFields = graphql(`fragment BudgetFields on Budget { id runId cap spent remaining version }`);
 const RunFields = graphql(
-  `fragment RunFields on Run { id task status version createdAt updatedAt budget { ...BudgetFields } claim { id runId holder token acquiredAt expiresAt version } }`,
+  `fragment RunFields on Run { id task status version createdAt updatedAt eventShards budget { ...BudgetFields } claim { id runId holder token acquiredAt expiresAt version } }`,
   [BudgetFields],
 );
 const EventFields = graphql(`fragment EventFields on Event { id runId seq type payload createdAt late missingBefore { from to } }`);

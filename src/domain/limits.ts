@@ -26,6 +26,8 @@ export const MAX_INT = 2_147_483_647;
 export const SEQ_WIDTH = 10;
 
 export const MAX_TASK_LENGTH = 4096;
+/** A run's events may be spread over at most this many partition keys (each takes DynamoDB's per-partition throughput). */
+export const MAX_EVENT_SHARDS = 16;
 export const MAX_OWNER_LENGTH = 256;
 /** Nesting DynamoDB allows in an attribute is 32; leave room for the item around the payload. */
 export const MAX_PAYLOAD_DEPTH = 24;

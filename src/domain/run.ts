@@ -11,6 +11,8 @@ export interface Run {
   version: number;
   createdAt: Date;
   updatedAt: Date;
+  /** How many partition keys its events are spread over (fixed at creation; 1: the run's own partition). */
+  eventShards: number;
 }
 
 export interface Budget {

@@ -49,9 +49,17 @@ export interface MetricSources {
   sendBuffers: { readonly held: number };
   documents: { readonly bytes: number; readonly size: number; readonly counts: { readonly evictions: number } };
   stalls: { readonly stalled: number };
+  /** Throughput throttles of this process's writes, by operation: each one, and those that reached the caller. */
+  throttles: { readonly throttled: Readonly<Record<string, number>>; readonly refused: Readonly<Record<string, number>> };
 }
 
-export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls }: MetricSources) {
+/** One sample per operation, or a single 0 before any (the series exists from the start). */
+const byOperation = (counts: Readonly<Record<string, number>>): Metric['samples'] => {
+  const entries = Object.entries(counts);
+  return entries.length > 0 ? entries.map(([operation, n]) => [{ operation }, n]) : [[undefined, 0]];
+};
+
+export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls, throttles }: MetricSources) {
   return () => {
     const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
@@ -68,6 +76,18 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
         help: 'Transactions that wrote more than one concurrent append to a run together.',
         type: 'counter',
         samples: [[undefined, batches]],
+      },
+      {
+        name: 'runplane_dynamodb_throttles_total',
+        help: 'Writes DynamoDB refused for throughput (a partition past its units), by operation; each was retried with back-off.',
+        type: 'counter',
+        samples: byOperation(throttles.throttled),
+      },
+      {
+        name: 'runplane_dynamodb_throttled_refusals_total',
+        help: 'Operations answered THROTTLED (retryable) because their partition stayed past its throughput through every retry, by operation.',
+        type: 'counter',
+        samples: byOperation(throttles.refused),
       },
       {
         name: 'runplane_runs_stalled_total',

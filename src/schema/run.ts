@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { ClaimLost, IdempotencyConflict, RunAlreadyExists, RunNotFound, StatusConflict } from '../domain/errors.ts';
-import { DEFAULT_PAGE_SIZE, MAX_TASK_LENGTH } from '../domain/limits.ts';
+import { DEFAULT_PAGE_SIZE, MAX_EVENT_SHARDS, MAX_TASK_LENGTH } from '../domain/limits.ts';
 import {
   allowedTransitions,
   type Budget,
@@ -42,6 +42,10 @@ export const RunRef = builder.objectRef<RunParent>('Run').implement({
     version: t.int({ description: 'Grows by one with every change to the run.', resolve: (p) => p.run.version }),
     createdAt: t.field({ type: 'DateTime', resolve: (p) => p.run.createdAt }),
     updatedAt: t.field({ type: 'DateTime', resolve: (p) => p.run.updatedAt }),
+    eventShards: t.int({
+      description: "Over how many partition keys the run's events are spread (fixed at creation).",
+      resolve: (p) => p.run.eventShards,
+    }),
     budget: t.field({
       type: BudgetRef,
       resolve: async (p, _, { tenant, stores }) => {
@@ -101,12 +105,22 @@ const CreateRunInput = builder.inputType('CreateRunInput', {
     id: t.id({ description: 'The run id; the server makes one when absent.' }),
     task: t.string({ required: true, description: 'What the run is for.' }),
     budgetCap: t.int({ required: true, description: 'The most the run may spend.' }),
+    eventShards: t.int({
+      description: `Over how many partition keys to spread the run's events (default 1, at most ${MAX_EVENT_SHARDS}): each takes a partition's write throughput, and every read of the events queries each. Fixed for the run's life.`,
+    }),
     idempotencyKey: t.string({ description: idempotencyKeyDescription }),
   }),
   validate: z.object({
     id: id.optional().nullable(),
     task: text(MAX_TASK_LENGTH, { multiline: true }),
     budgetCap: amount,
+    eventShards: z
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be at least 1')
+      .max(MAX_EVENT_SHARDS, `must be at most ${MAX_EVENT_SHARDS}`)
+      .optional()
+      .nullable(),
     idempotencyKey: id.optional().nullable(),
   }),
 });
@@ -119,7 +133,7 @@ builder.mutationField('createRun', (t) =>
     args: { input: t.arg({ type: CreateRunInput, required: true }) },
     resolve: async (_, { input }, { tenant, stores }) => {
       const { run, budget } = await stores.runs.create(
-        { tenant, id: input.id ?? randomUUID(), task: input.task, budgetCap: input.budgetCap },
+        { tenant, id: input.id ?? randomUUID(), task: input.task, budgetCap: input.budgetCap, eventShards: input.eventShards ?? 1 },
         idempotencyOf(tenant, 'createRun', input),
       );
       return { run, budget, firstEvents: { events: [], more: false }, consistent: true };

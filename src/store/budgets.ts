@@ -59,7 +59,7 @@ export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
     const writes: Write[] = [{ Update: chargeUpdate(tableName, charge, at, chargeId) }];
     if (charge.fencingToken !== undefined) writes.push(fence(tableName, charge.tenant, charge.runId, charge.fencingToken, at.getTime()));
     try {
-      return await write(deps, writes, claim);
+      return await write(deps, writes, claim, { operation: 'charge' });
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
       if (err.index === 1) throw new ClaimLost(charge.runId, toClaim(err.item), at.getTime());

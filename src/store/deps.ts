@@ -1,6 +1,7 @@
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Change } from '../domain/change.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { ThrottleCounts, ThrottleRetry } from './throttles.ts';
 
 /** What every store is built from. */
 export interface StoreDeps {
@@ -18,6 +19,10 @@ export interface StoreDeps {
    * the others'), before the stream brings it. Absent: subscribers learn of it from the stream.
    */
   publish?: (change: Change) => void;
+  /** Where throughput throttles are counted, by operation (/metrics); absent: not counted. */
+  throttles?: ThrottleCounts;
+  /** How throttled writes are tried again (default THROTTLE_RETRY; tests shorten the waits). */
+  throttleRetry?: ThrottleRetry;
 }
 
 /** How long rows stay before TTL removes them (reads treat them as absent from expiry on). */

@@ -27,7 +27,7 @@ export function createStores(deps: StoreDeps): Stores {
   const idempotency = createIdempotency(deps, deps.retention.idempotencySeconds);
   const events = createEventStore(deps, idempotency);
   return {
-    runs: createRunStore(deps, idempotency, events.lastSeq),
+    runs: createRunStore(deps, idempotency, events),
     runList: createRunListing(deps),
     events,
     budgets: createBudgetStore(deps, idempotency),

@@ -152,7 +152,7 @@ export function createOutputStore(deps: StoreDeps) {
       if (chunk.offset === 0 || chunk.final) writes.push({ Update: streamRowUpdate(tableName, tenant, chunk, at) });
       if (fencingToken !== undefined) writes.push(fence(tableName, tenant, chunk.runId, fencingToken, at.getTime()));
       try {
-        await write(deps, writes);
+        await write(deps, writes, undefined, { operation: 'output' });
         return true;
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;

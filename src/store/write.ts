@@ -8,14 +8,16 @@
  * before the stream brings it. A put's row is known; an update alone returns its row; the rows
  * a transaction updated are read back (one strongly consistent BatchGet) and published then.
  */
+import { randomUUID } from 'node:crypto';
 import { BatchGetCommand, PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { type Backoff, retrying } from '../lib/backoff.ts';
+import { type Backoff, delayFor, sleep } from '../lib/backoff.ts';
 import { changeOfRow, isWatched } from '../table/changes.ts';
 import type { Item } from '../table/codec.ts';
 import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
-import { isTransactionConflict } from '../table/failures.ts';
+import { isThrottle, isTransactionConflict } from '../table/failures.ts';
 import type { StoreDeps } from './deps.ts';
 import { ClaimTaken } from './idempotency.ts';
+import { markRetriedOut, type Operation, THROTTLE_RETRY, throttleDelay } from './throttles.ts';
 
 export type TransactItem = NonNullable<TransactWriteCommandInput['TransactItems']>[number];
 type Put = NonNullable<TransactItem['Put']>;
@@ -36,8 +38,15 @@ export class ConditionFailed extends Error {
   }
 }
 
-/** What a write needs: the table's client, and where the changes it made go. */
-type WriteDeps = Pick<StoreDeps, 'doc' | 'publish'>;
+/** What a write needs: the table's client, where the changes it made go, where its throttles are counted. */
+type WriteDeps = Pick<StoreDeps, 'doc' | 'publish' | 'throttles' | 'throttleRetry'>;
+
+/** What the write is (its throttles are counted under it), and how often a throttled one is tried. */
+export interface WriteHow {
+  operation?: Operation;
+  /** Tries when throttled (default the store's throttleRetry; 1: the caller backs off itself, as group commit does to shrink its batch). */
+  throttleAttempts?: number;
+}
 
 /** Tries of a write that other transactions kept holding, before the conflict reaches the caller. */
 const CONFLICT_ATTEMPTS = 6;
@@ -45,30 +54,55 @@ const CONFLICT_ATTEMPTS = 6;
 const CONFLICT_BACKOFF: Backoff = { firstMs: 20, maxMs: 320, jitter: 'full' };
 
 /**
- * A write refused because another transaction held the item at that moment (TransactionConflict)
- * was not applied: trying again is safe, and usually wins at once.
+ * Sends a write again while it is refused for reasons that prove nothing was applied: another
+ * transaction held the item at that moment (TransactionConflict; usually wins at once), or its
+ * partition was past its throughput (a throttle; waits grow with each one, jittered).
  */
-const retryConflicts = <T>(send: () => Promise<T>) =>
-  retrying(send, { attempts: CONFLICT_ATTEMPTS, retryable: isTransactionConflict, backoff: CONFLICT_BACKOFF });
+async function retrying<T>(deps: WriteDeps, how: WriteHow, send: () => Promise<T>): Promise<T> {
+  const operation = how.operation ?? 'write';
+  const retry = deps.throttleRetry ?? THROTTLE_RETRY;
+  const throttleAttempts = how.throttleAttempts ?? retry.attempts;
+  let conflicts = 0;
+  let throttles = 0;
+  for (;;) {
+    try {
+      return await send();
+    } catch (err) {
+      if (isTransactionConflict(err) && ++conflicts < CONFLICT_ATTEMPTS) {
+        await sleep(delayFor(CONFLICT_BACKOFF, conflicts - 1));
+        continue;
+      }
+      if (!isThrottle(err)) throw err;
+      deps.throttles?.count(operation);
+      if (++throttles >= throttleAttempts) {
+        if (how.throttleAttempts === undefined) {
+          deps.throttles?.gaveUp(operation);
+          markRetriedOut(err);
+        }
+        throw err;
+      }
+      await sleep(throttleDelay(retry, throttles - 1));
+    }
+  }
+}
 
 /**
  * @returns the item after the write (updates alone); undefined in a transaction
  * @throws ConditionFailed, or ClaimTaken when the idempotency claim lost
  */
-export async function write(deps: WriteDeps, writes: Write[], claim?: TransactItem): Promise<Item | undefined> {
+export async function write(deps: WriteDeps, writes: Write[], claim?: TransactItem, how: WriteHow = {}): Promise<Item | undefined> {
+  const resend = <T>(send: () => Promise<T>) => retrying(deps, how, send);
   const doc = deps.doc as unknown as { send: (command: never) => Promise<unknown> };
   const failOnOld = <W extends Put | Update | Check>(w: W) => ({ ...w, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const });
   const only = writes[0];
   if (!claim && writes.length === 1 && only && !('ConditionCheck' in only)) {
     try {
       if ('Put' in only) {
-        await retryConflicts(() => doc.send(new PutCommand(failOnOld(only.Put)) as never));
+        await resend(() => doc.send(new PutCommand(failOnOld(only.Put)) as never));
         publishRows(deps, [only.Put.Item as Item]);
         return undefined;
       }
-      const result = (await retryConflicts(() =>
-        doc.send(new UpdateCommand({ ...failOnOld(only.Update), ReturnValues: 'ALL_NEW' }) as never),
-      )) as {
+      const result = (await resend(() => doc.send(new UpdateCommand({ ...failOnOld(only.Update), ReturnValues: 'ALL_NEW' }) as never))) as {
         Attributes?: Item;
       };
       if (result.Attributes) publishRows(deps, [result.Attributes]);
@@ -89,8 +123,10 @@ export async function write(deps: WriteDeps, writes: Write[], claim?: TransactIt
     ),
   ];
   try {
-    // The SDK resends a transaction with the same ClientRequestToken: it is applied once.
-    await retryConflicts(() => doc.send(new TransactWriteCommand({ TransactItems: items }) as never));
+    // Every send of this transaction (the SDK's retries and ours) carries one ClientRequestToken:
+    // a resend of one that landed with its answer lost is not applied again.
+    const ClientRequestToken = randomUUID();
+    await resend(() => doc.send(new TransactWriteCommand({ TransactItems: items, ClientRequestToken }) as never));
     publishTransaction(deps, writes);
     return undefined;
   } catch (err) {

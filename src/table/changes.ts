@@ -10,7 +10,10 @@ const LEASE_PARTITION = /^([^#]+)#unit#([^#]+)$/;
 
 /** Whether subscribers watch the row at this key (a run's head rows and events, a tenant's leases). */
 export function isWatched(pk: string, sk: string): boolean {
-  if (parseRunPartition(pk))
+  const run = parseRunPartition(pk);
+  // An event shard's partition holds events only.
+  if (run?.shard !== undefined) return seqOfSk(sk) !== undefined;
+  if (run)
     return sk === RUN_META_SK || sk === RUN_BUDGET_SK || sk === RUN_CLAIM_SK || seqOfSk(sk) !== undefined || outputOfSk(sk) !== undefined;
   const lease = LEASE_PARTITION.exec(pk);
   // Shard leases are Runplane's own: no subscriber watches them.
@@ -22,8 +25,9 @@ export function changeOfRow(item: Item): Change | undefined {
   const pk = String(item.pk);
   const sk = String(item.sk);
   if (!isWatched(pk, sk)) return undefined;
-  const run = parseRunPartition(pk);
-  if (run) {
+  const partition = parseRunPartition(pk);
+  if (partition) {
+    const run = { tenant: partition.tenant, runId: partition.runId };
     if (sk === RUN_META_SK) return { kind: 'run', ...run, run: toRun(item) };
     if (sk === RUN_BUDGET_SK) return { kind: 'budget', ...run, budget: toBudget(item) };
     if (sk === RUN_CLAIM_SK) {

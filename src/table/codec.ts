@@ -3,6 +3,7 @@
  * decoding trusts the keys over the copies in attributes.
  */
 
+import { MAX_EVENT_SHARDS } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
 import type { Budget, Lease, Run, RunClaim, RunEvent, RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
@@ -50,6 +51,8 @@ export const attr = {
   offset: 'offset',
   text: 'text',
   final: 'final',
+  /** A run's metadata: over how many partition keys its events are spread (absent: 1). */
+  eventShards: 'eventShards',
   /** An output stream row: its length, once final. */
   length: 'length',
 } as const;
@@ -69,7 +72,14 @@ export function runItem(tenant: string, run: Run): Item {
     [attr.version]: run.version,
     [attr.createdAt]: createdAt,
     [attr.updatedAt]: run.updatedAt.toISOString(),
+    ...(run.eventShards > 1 ? { [attr.eventShards]: run.eventShards } : {}),
   };
+}
+
+/** The shard count a run's metadata row holds; a row without one (or with one no key can be built from) is the seed's layout, 1. */
+export function eventShardsOf(item: Item): number {
+  const shards = Number(item[attr.eventShards] ?? 1);
+  return Number.isSafeInteger(shards) && shards >= 1 && shards <= MAX_EVENT_SHARDS ? shards : 1;
 }
 
 export function toRun(item: Item): Run {
@@ -80,6 +90,7 @@ export function toRun(item: Item): Run {
     version: Number(item[attr.version] ?? 0),
     createdAt: date(item[attr.createdAt]),
     updatedAt: date(item[attr.updatedAt]),
+    eventShards: eventShardsOf(item),
   };
 }
 
@@ -146,9 +157,10 @@ export function fromStorable(value: unknown): unknown {
   return value;
 }
 
-export function eventItem(tenant: string, event: RunEvent, writeId: string): Item {
+/** An event's row, in the partition of its seq among the run's `shards`. */
+export function eventItem(tenant: string, event: RunEvent, writeId: string, shards = 1): Item {
   return {
-    ...keys.event(tenant, event.runId, event.seq),
+    ...keys.event(tenant, event.runId, event.seq, shards),
     [attr.writeId]: writeId,
     [attr.entity]: 'event',
     [attr.runId]: event.runId,
@@ -258,7 +270,8 @@ const storedDate = (value: unknown) => new Date(value as string);
 export const stored = {
   run: (value: unknown): Run => {
     const run = value as Run;
-    return { ...run, createdAt: storedDate(run.createdAt), updatedAt: storedDate(run.updatedAt) };
+    // Stored before runs had event shards: the seed's layout.
+    return { ...run, createdAt: storedDate(run.createdAt), updatedAt: storedDate(run.updatedAt), eventShards: run.eventShards ?? 1 };
   },
   event: (value: unknown): RunEvent => {
     const event = value as RunEvent;

@@ -4,7 +4,8 @@
  *   <tenant>#run#<runId>   #budget          the budget ledger
  *   <tenant>#run#<runId>   #claim           which worker holds the run (its fencing token)
  *   <tenant>#run#<runId>   #meta            run metadata
- *   <tenant>#run#<runId>   evt#0000000042   event 42
+ *   <tenant>#run#<runId>   evt#0000000042   event 42 (a run of one event shard)
+ *   <tenant>#run#<runId>#s2 evt#0000000042  event 42 of a run of 4 event shards (shard seq % 4)
  *   <tenant>#run#<runId>   ostream#<name>   an output stream: that it exists (and its end, once final)
  *   <tenant>#run#<runId>   out#<name>#0000000100  output text of stream <name> from code point 100
  *   <tenant>#unit#<unitId> lease            who holds the unit
@@ -13,8 +14,12 @@
  * '#' sorts before 'e', so one Query on a run's partition returns budget, metadata and
  * then its events in seq order, however many events there are; output sorts after them ('o').
  * Output stream names follow the event types' rule (no '#').
+ *
+ * A run created with eventShards > 1 keeps its head rows and output in its own partition and
+ * spreads its events over that many others, each seq in exactly one (seq % shards), so the
+ * put conditioned on its sort key being absent still lets only one writer have a seq.
  */
-import { EVENT_TYPE_PATTERN, ID_PATTERN, MAX_INT, SEQ_WIDTH } from '../domain/limits.ts';
+import { EVENT_TYPE_PATTERN, ID_PATTERN, MAX_EVENT_SHARDS, MAX_INT, SEQ_WIDTH } from '../domain/limits.ts';
 
 export interface Key {
   pk: string;
@@ -89,7 +94,18 @@ export const keys = {
   }),
   /** The index sort key bound of claims that ran out by `atMs`. */
   claimsEndedBy: (atMs: number) => `${claimTime(atMs)}#~`,
-  event: (tenant: string, runId: string, seq: number): Key => ({ pk: keys.runPartition(tenant, runId), sk: eventSk(seq) }),
+  /** The partition holding the run's event `seq`. */
+  eventPartition: (tenant: string, runId: string, seq: number, shards = 1) =>
+    shards === 1 ? keys.runPartition(tenant, runId) : `${keys.runPartition(tenant, runId)}#s${seq % eventShards(shards)}`,
+  /** Every partition holding the run's events, shard 0 first. */
+  eventPartitions: (tenant: string, runId: string, shards = 1) =>
+    shards === 1
+      ? [keys.runPartition(tenant, runId)]
+      : Array.from({ length: eventShards(shards) }, (_, shard) => `${keys.runPartition(tenant, runId)}#s${shard}`),
+  event: (tenant: string, runId: string, seq: number, shards = 1): Key => ({
+    pk: keys.eventPartition(tenant, runId, seq, shards),
+    sk: eventSk(seq),
+  }),
   outputChunk: (tenant: string, runId: string, stream: string, offset: number): Key => ({
     pk: keys.runPartition(tenant, runId),
     sk: outputSk(stream, offset),
@@ -136,10 +152,22 @@ export function seqOfSk(sk: string) {
   return Number.isSafeInteger(seq) ? seq : undefined;
 }
 
-/** The run id and tenant in a run partition key, or undefined for any other partition. */
-export function parseRunPartition(pk: string) {
-  const match = /^([^#]+)#run#([^#]+)$/.exec(pk);
-  return match ? { tenant: match[1] as string, runId: match[2] as string } : undefined;
+/** A shard count a key may be built from: never one that would address a partition no reader looks at. */
+function eventShards(shards: number) {
+  if (!Number.isSafeInteger(shards) || shards < 1 || shards > MAX_EVENT_SHARDS) throw new Error(`invalid event shard count: ${shards}`);
+  return shards;
+}
+
+/**
+ * The run id and tenant in a run partition key (its own, or one of its event shards': then
+ * `shard` too), or undefined for any other partition.
+ */
+export function parseRunPartition(pk: string): { tenant: string; runId: string; shard?: number } | undefined {
+  const match = /^([^#]+)#run#([^#]+)(?:#s(\d{1,2}))?$/.exec(pk);
+  if (!match) return undefined;
+  return match[3] === undefined
+    ? { tenant: match[1] as string, runId: match[2] as string }
+    : { tenant: match[1] as string, runId: match[2] as string, shard: Number(match[3]) };
 }
 
 const claimTime = (ms: number) => String(Math.max(0, Math.floor(ms))).padStart(CLAIM_TIME_WIDTH, '0');

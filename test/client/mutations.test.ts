@@ -130,3 +130,24 @@ describe.skipIf(onlyEmbedded)('with faults in the engine', () => {
     expect(Items.find((row) => row.sk === '#budget')).toMatchObject({ spent: 3 });
   });
 });
+
+test('a run of several event shards through the client: created with eventShards, appended to at once, read back in seq order', async () => {
+  const { client } = testClient(api.url);
+  const created = await client.createRun({ task: 'fan-in', budgetCap: 10, eventShards: 6 });
+  expect(created).toMatchObject({ __typename: 'Run', eventShards: 6 });
+  if (created.__typename !== 'Run') throw new Error('not created');
+  const appended = await Promise.all(
+    Array.from({ length: 30 }, (_, i) => client.appendEvent({ runId: created.id, type: 'step', payload: { i } })),
+  );
+  expect(appended.map((a) => (a.__typename === 'Event' ? a.seq : 0)).sort((a, b) => a - b)).toEqual(
+    Array.from({ length: 30 }, (_, i) => i + 1),
+  );
+  const stop = new AbortController();
+  const seqs: number[] = [];
+  for await (const event of client.runEvents(created.id, { afterSeq: 0, signal: stop.signal })) {
+    seqs.push(event.seq);
+    if (event.seq === 30) break;
+  }
+  stop.abort();
+  expect(seqs).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+});

@@ -5,6 +5,7 @@
 import { afterAll, inject } from 'vitest';
 import type { Logger } from '../../src/lib/logger.ts';
 import { createStores, type Retention } from '../../src/store/index.ts';
+import { ThrottleCounts, type ThrottleRetry } from '../../src/store/throttles.ts';
 import { createClients } from '../../src/table/client.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { uniqueName } from '../support/aws.ts';
@@ -20,6 +21,8 @@ export interface FixtureOptions {
   log?: Logger;
   /** 1: no SDK retries, so an injected failure reaches the store. */
   maxAttempts?: number;
+  /** How throttled writes are tried again (tests shorten the waits). */
+  throttleRetry?: ThrottleRetry;
 }
 
 export async function storesOnFreshTable(options: FixtureOptions = {}) {
@@ -41,6 +44,7 @@ export async function storesOnFreshTable(options: FixtureOptions = {}) {
   const table = uniqueName('store');
   await ensureTable(clients.dynamo, table, { create: true });
   const clock = manualClock();
+  const throttles = new ThrottleCounts();
   const stores = createStores({
     doc: clients.doc,
     tableName: table,
@@ -48,6 +52,8 @@ export async function storesOnFreshTable(options: FixtureOptions = {}) {
     retention: { idempotencySeconds: 3600, finishedRunSeconds: 86400, leaseSeconds: 86400, ...options.retention },
     groupCommit: options.groupCommit,
     log: options.log,
+    throttles,
+    throttleRetry: options.throttleRetry,
   });
   /** Commands sent while `work` ran, by name. */
   const sentDuring = async (work: () => Promise<unknown>) => {
@@ -55,12 +61,12 @@ export async function storesOnFreshTable(options: FixtureOptions = {}) {
     await work();
     return commands.slice(from);
   };
-  return { stores, clients, table, clock, sentDuring };
+  return { stores, clients, table, clock, sentDuring, throttles };
 }
 
 /** Creates a run with a fresh id through the store and returns the id. */
-export async function newStoredRun(stores: ReturnType<typeof createStores>, budgetCap = 1000) {
+export async function newStoredRun(stores: ReturnType<typeof createStores>, budgetCap = 1000, eventShards = 1) {
   const id = uniqueName('run');
-  await stores.runs.create({ tenant: TENANT, id, task: 't', budgetCap });
+  await stores.runs.create({ tenant: TENANT, id, task: 't', budgetCap, eventShards });
   return id;
 }

@@ -59,3 +59,69 @@ describe('batching', () => {
     expect(batches.filter((batch) => batch.length === 1 && failedBatch.includes(batch[0] as Waiting))).toEqual([]);
   });
 });
+
+describe('throttled batches', () => {
+  const throttle = Object.assign(new Error('throttled'), { name: 'ThrottlingException' });
+  const isThrottle = (err: unknown) => err === throttle;
+
+  test('a throttled batch goes back whole and smaller: halved until it fits, then growing back by a quarter a landed batch', async () => {
+    let fits = 4;
+    const { commit, batches } = recordingCommit((batch) => (batch.length > fits ? throttle : undefined));
+    const group = createGroupCommit({ commit, alone: () => false, measure: () => 600, throttled: isThrottle });
+    const first = await Promise.all(range(40).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    expect(first.map((e) => e.seq)).toEqual(range(40));
+    // Each append landed once, in order: a throttled batch wrote nothing and went again.
+    expect(first.map((e) => (e.payload as { i: number }).i)).toEqual(range(40));
+    const sizes = batches.map((batch) => batch.length);
+    // 1 alone, then 39 throttled, 19 throttled, 9 throttled, 4 lands, 5 (4 x 1.25) throttled, 2 lands...
+    expect(sizes.slice(0, 5)).toEqual([1, 39, 19, 9, 4]);
+    expect(Math.max(...sizes.slice(4).filter((_, i) => i > 0))).toBeLessThanOrEqual(5);
+    fits = 100;
+    batches.length = 0;
+    await Promise.all(range(1000).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    const grown = batches.map((batch) => batch.length);
+    expect(grown.slice(0, 3).every((n) => n < 10)).toBe(true);
+    expect(Math.max(...grown)).toBe(100);
+  });
+
+  test('at most 10,000 runs keep a shrunk batch size: past it the one shrunk longest ago writes full batches again', async () => {
+    const throttledOnce = new Set<string>();
+    const batches = new Map<string, number[]>();
+    const commit = async (_tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> => {
+      batches.set(runId, [...(batches.get(runId) ?? []), batch.length]);
+      await new Promise((resolve) => setImmediate(resolve));
+      // Each run's first batch of more than one is throttled once.
+      if (batch.length > 1 && !throttledOnce.has(runId)) {
+        throttledOnce.add(runId);
+        throw throttle;
+      }
+      return batch.map((w, i) => ({ runId, seq: i + 1, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+    };
+    const group = createGroupCommit({ commit, alone: () => false, measure: () => 600, throttled: isThrottle });
+    const burst = (runId: string, n: number) => Promise.all(range(n).map((i) => group.append('t', runId, 'step', { i }, new Date())));
+    await burst('first', 41);
+    // 1 alone, 40 throttled, then halves: the run is remembered with a batch size under 40.
+    expect(batches.get('first')).toEqual([1, 40, 20, 20]);
+    await Promise.all(range(10_000).map((i) => burst(`other-${i}`, 3)));
+    batches.delete('first');
+    await burst('first', 41);
+    // Forgotten: the 40 waiting behind the lone first append go as one batch again.
+    expect(batches.get('first')).toEqual([1, 40]);
+  });
+
+  test('an append whose batches stay throttled fails with the throttle after its tries; nothing else is lost', async () => {
+    const { commit } = recordingCommit(() => throttle);
+    let gaveUp = 0;
+    const group = createGroupCommit({
+      commit,
+      alone: () => false,
+      measure: () => 600,
+      throttled: isThrottle,
+      throttleAttempts: 3,
+      onGiveUp: () => gaveUp++,
+    });
+    const outcomes = await Promise.allSettled(range(5).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    expect(outcomes.every((o) => o.status === 'rejected' && o.reason === throttle)).toBe(true);
+    expect(gaveUp).toBe(5);
+  });
+});

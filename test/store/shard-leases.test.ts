@@ -3,9 +3,11 @@
  * only by its live holder with its token. A holder that stalled past its lease (whether or not
  * another took over meanwhile) can neither move the checkpoint nor call the shard drained.
  */
-import { expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { createShardLeases } from '../../src/store/leases/shards.ts';
+import { ThrottleCounts } from '../../src/store/throttles.ts';
 import { uniqueName } from '../support/aws.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { storesOnFreshTable } from './fixture.ts';
 
 const { clients, table, clock } = await storesOnFreshTable();
@@ -62,4 +64,31 @@ test('drained is said by the holder only, and stays', async () => {
   expect(done).toMatchObject({ drained: true, checkpoint: '000000000000000000900' });
   const b = await leases.acquire(id, 'b', 10, await leases.read(id));
   expect(b?.drained).toBe(true);
+});
+
+describe.skipIf(onlyEmbedded)('throttled', () => {
+  test('a checkpoint throttled three times is written on the fourth try, each throttle counted under checkpoint', async () => {
+    const { engine } = await ownEngine();
+    try {
+      const throttles = new ThrottleCounts();
+      const own = await storesOnFreshTable({ endpoint: engine.endpoint, maxAttempts: 1 });
+      const held = createShardLeases({
+        doc: own.clients.doc,
+        tableName: own.table,
+        now: () => new Date(own.clock.now()),
+        retention: { idempotencySeconds: 3600, finishedRunSeconds: 86400, leaseSeconds: 86400 },
+        throttles,
+        throttleRetry: { attempts: 10, backoff: { firstMs: 1, maxMs: 5 } },
+      });
+      const id = shard();
+      const lease = must(await held.acquire(id, 'a', 10, null));
+      using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'ProvisionedThroughputExceededException', times: 3 });
+      const kept = await held.hold({ lease, checkpoint: '000000000000000000042', ttlSeconds: 10 });
+      expect(kept?.checkpoint).toBe('000000000000000000042');
+      expect(throttles.throttled).toEqual({ checkpoint: 3 });
+      expect(throttles.refused).toEqual({});
+    } finally {
+      await engine.close();
+    }
+  });
 });

@@ -64,7 +64,7 @@ test('a change survives the trip as it was, dates included; a foreign entry is r
       kind: 'run',
       tenant: 't',
       runId: 'r',
-      run: { id: 'r', task: 'x', status: 'RUNNING', version: 2, createdAt: new Date(1), updatedAt: new Date(2) },
+      run: { id: 'r', task: 'x', status: 'RUNNING', version: 2, createdAt: new Date(1), updatedAt: new Date(2), eventShards: 1 },
     },
     { kind: 'budget', tenant: 't', runId: 'r', budget: { runId: 'r', cap: 5, spent: 1, remaining: 4, version: 1 } },
     {

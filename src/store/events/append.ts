@@ -9,7 +9,9 @@ import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
 import { marshallOptions } from '../../table/client.ts';
 import { attr, storable } from '../../table/codec.ts';
+import { isUnappliedThrottle } from '../../table/failures.ts';
 import type { StoreDeps } from '../deps.ts';
+import { THROTTLE_RETRY, throttleDelay, wasRetriedOut } from '../throttles.ts';
 import type { TransactItem } from '../write.ts';
 import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Positions } from './position.ts';
@@ -59,17 +61,19 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
     appends: readonly Unplaced[],
     options: Omit<EventWriteOptions, 'claim'> & { claim?: EventClaim } = {},
   ): Promise<RunEvent[]> {
-    let next = await positions.nextSeq(tenant, runId);
+    // Known: the append checked the run exists, which read its shard count.
+    const shards = await positions.shardsOf(tenant, runId);
+    let next = await positions.nextSeq(tenant, runId, shards);
     // No waiting between tries: a collision means the run's end moved, and it is read again.
     for (let attempt = 1; attempt <= MAX_APPEND_ATTEMPTS; attempt++) {
       if (next + appends.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const events = placed(runId, appends, next);
       const claim = options.claim?.(events[0] as RunEvent);
-      if (await putEvents(deps, tenant, events, { ...options, claim })) return written(tenant, events);
+      if (await putEvents(deps, tenant, events, { ...options, claim, shards })) return written(tenant, events);
       counters.conflicts++;
       // After the run's end as it now is, never the next seq up: a writer bypassing the API may
       // have left a hole there, and an append filling it would come after events already handed out.
-      next = (await positions.lastSeq(tenant, runId)) + 1;
+      next = (await positions.lastSeq(tenant, runId, shards)) + 1;
     }
     throw new ContentionExceeded(runId);
   }
@@ -77,16 +81,17 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
   /** @throws SequenceConflict when `seq` is taken or would leave a gap */
   async function at(input: AppendEvent, seq: number, claim?: EventClaim) {
     const { tenant, runId } = input;
+    const shards = await positions.shardsOf(tenant, runId);
     // Seqs stay contiguous: seq may only follow the last one.
     if ((positions.hint(tenant, runId) ?? 0) < seq - 1) {
-      const last = await positions.lastSeq(tenant, runId);
+      const last = await positions.lastSeq(tenant, runId, shards);
       if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
     }
     const [event] = placed(runId, [{ ...input, createdAt: deps.now() }], seq) as [RunEvent];
-    if (await putEvents(deps, tenant, [event], { cost: input.cost, claim: claim?.(event), fencingToken: input.fencingToken }))
+    if (await putEvents(deps, tenant, [event], { cost: input.cost, claim: claim?.(event), fencingToken: input.fencingToken, shards }))
       return written(tenant, [event])[0] as RunEvent;
     counters.conflicts++;
-    throw new SequenceConflict(runId, seq, await positions.lastSeq(tenant, runId));
+    throw new SequenceConflict(runId, seq, await positions.lastSeq(tenant, runId, shards));
   }
 
   /** One append at the next free seq, with its cost and idempotency claim. */
@@ -95,7 +100,16 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
 
   /** Plain appends to one run in this process, written in groups (fenced ones grouped by their token). */
   const grouped = createGroupCommit({
-    commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) => atNextFree(tenant, runId, batch, { fencingToken }),
+    // One try per batch: a throttle comes back at once, for the queue to shrink its batch and
+    // wait. A batch of one is a lone put, resent as it is (its write id recognises it) with the
+    // usual tries; a throttle that outlived them is not sent again.
+    commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) =>
+      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
+    // Sent again as a new batch (new seqs may be chosen): only when it surely was not applied.
+    throttled: (err) => isUnappliedThrottle(err) && !wasRetriedOut(err),
+    throttleAttempts: (deps.throttleRetry ?? THROTTLE_RETRY).attempts,
+    throttleDelay: (attempt) => throttleDelay(deps.throttleRetry ?? THROTTLE_RETRY, attempt),
+    onGiveUp: () => deps.throttles?.gaveUp('append'),
     // Only an error that proves nothing was written sends a batch back one append at a time: after
     // an ambiguous one (a timeout, a 500) the batch may have landed, and writing it again would store it twice.
     alone: (err) => err instanceof InvalidInput || (err as Error)?.name === 'ValidationException',

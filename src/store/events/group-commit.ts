@@ -3,8 +3,15 @@
  * TransactWriteItems of puts at consecutive seqs (each still conditional on its seq being
  * free), instead of racing each other for the same next seq. While one batch is in flight,
  * the next one gathers. Writers in other processes still meet by conditional failure.
+ *
+ * A batch its partitions throttle (nothing written) goes back to the head of the queue, the
+ * run's batches shrink by half, and the queue waits (jittered, growing) before it tries again;
+ * each batch that lands lets them grow back by a quarter. A transaction takes all its units at
+ * once (twice an item's), so a smaller batch fits the units its partition has regained sooner.
  */
 import type { RunEvent } from '../../domain/run.ts';
+import { sleep } from '../../lib/backoff.ts';
+import { TtlCache } from '../../lib/ttl-cache.ts';
 
 export interface Waiting {
   type: string;
@@ -12,13 +19,19 @@ export interface Waiting {
   createdAt: Date;
   /** Rough size of the item, to keep a batch within DynamoDB's 4 MB per transaction. */
   bytes: number;
+  /** How many batches it was in that were throttled. */
+  throttles: number;
   resolve(event: RunEvent): void;
   reject(err: unknown): void;
 }
 
 /** DynamoDB's limits on one TransactWriteItems, with room to spare on size. */
-const MAX_BATCH = 100;
+export const MAX_BATCH = 100;
 const MAX_BATCH_BYTES = 3 * 1024 * 1024;
+/** Runs whose batches are kept smaller after a throttle; past it the one throttled longest ago starts again at MAX_BATCH. */
+const MAX_SHRUNK_RUNS = 10_000;
+/** A run not throttled for this long writes full batches again. */
+const SHRUNK_FOR_MS = 60_000;
 
 type Commit = (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) => Promise<RunEvent[]>;
 
@@ -31,21 +44,35 @@ export interface GroupCommitOptions {
    * for one that cannot, which then fails alone, before it joins a batch.
    */
   measure: (type: string, payload: unknown) => number;
+  /** Whether err is a throttle (nothing written): the batch shrinks and goes again after a wait. */
+  throttled?: (err: unknown) => boolean;
+  /** Batches one append may be in that are throttled before it fails with the throttle. */
+  throttleAttempts?: number;
+  /** The wait after a batch's throttle number `attempt` (0 first). */
+  throttleDelay?: (attempt: number) => number;
+  /** Called for each append failed by a throttle, its tries used up. */
+  onGiveUp?: () => void;
 }
 
-export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions) {
+export function createGroupCommit(options: GroupCommitOptions) {
+  const { commit, alone, measure, throttled = () => false, throttleAttempts = 10, throttleDelay = () => 0, onGiveUp } = options;
   const queues = new Map<string, { waiting: Waiting[]; draining: boolean }>();
+  /** The batch size of runs throttled lately (others: MAX_BATCH). */
+  const limits = new TtlCache<string, number>({ max: MAX_SHRUNK_RUNS, ttlMs: SHRUNK_FOR_MS, now: Date.now });
+  const limitOf = (key: string) => limits.get(key) ?? MAX_BATCH;
 
   async function drain(tenant: string, runId: string, key: string, fencingToken: number | undefined) {
     const queue = queues.get(key);
     if (!queue || queue.draining) return;
     queue.draining = true;
+    let throttledInARow = 0;
     while (queue.waiting.length > 0) {
       let bytes = 0;
       let count = 0;
+      const limit = limitOf(key);
       while (
         count < queue.waiting.length &&
-        count < MAX_BATCH &&
+        count < limit &&
         (count === 0 || bytes + (queue.waiting[count]?.bytes ?? 0) <= MAX_BATCH_BYTES)
       ) {
         bytes += queue.waiting[count]?.bytes ?? 0;
@@ -55,7 +82,21 @@ export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions
       try {
         const events = await commit(tenant, runId, batch, fencingToken);
         for (const [i, waiting] of batch.entries()) waiting.resolve(events[i] as RunEvent);
+        throttledInARow = 0;
+        if (limit < MAX_BATCH) limits.set(key, Math.min(MAX_BATCH, Math.ceil(limit * 1.25)));
       } catch (err) {
+        if (throttled(err)) {
+          limits.set(key, Math.max(1, Math.floor(batch.length / 2)));
+          const again = batch.filter((waiting) => ++waiting.throttles < throttleAttempts);
+          for (const waiting of batch)
+            if (!again.includes(waiting)) {
+              onGiveUp?.();
+              waiting.reject(err);
+            }
+          queue.waiting.unshift(...again);
+          await sleep(throttleDelay(throttledInARow++));
+          continue;
+        }
         if (batch.length === 1 || !alone(err)) for (const waiting of batch) waiting.reject(err);
         // One bad append (too large, say) must not fail the others: each goes alone, and gets its own answer.
         else
@@ -82,7 +123,7 @@ export function createGroupCommit({ commit, alone, measure }: GroupCommitOptions
       const target = queue;
       return new Promise<RunEvent>((resolve, reject) => {
         const bytes = measure(type, payload);
-        target.waiting.push({ type, payload, createdAt, bytes, resolve, reject });
+        target.waiting.push({ type, payload, createdAt, bytes, throttles: 0, resolve, reject });
         void drain(tenant, runId, key, fencingToken);
       });
     },

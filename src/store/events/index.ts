@@ -49,7 +49,12 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
     },
 
     /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
-    page: (query: EventPageQuery) => pageEvents(deps, query),
+    page: async (query: EventPageQuery) => pageEvents(deps, { ...query, shards: await positions.shardsOf(query.tenant, query.runId) }),
+
+    /** The run's event shard count (1 for a run that does not exist), and what this process knows of it without a read. */
+    shardsOf: positions.shardsOf,
+    knownShards: positions.knownShards,
+    rememberShards: positions.rememberShards,
   };
 }
 

@@ -4,7 +4,7 @@ import type { RunEvent } from '../../domain/run.ts';
 import { attr, eventBytes, toEvent } from '../../table/codec.ts';
 import { eventSk, keys } from '../../table/keys.ts';
 import type { ResponseLimit, StoreDeps } from '../deps.ts';
-import { queryPages } from '../query-pages.ts';
+import { mergedEvents } from './merge.ts';
 
 export interface EventPageQuery {
   tenant: string;
@@ -20,15 +20,15 @@ export interface EventPageQuery {
   consistent?: boolean;
   /** Stop after one DynamoDB request (at most 1 MB read), even with fewer events than `limit`. */
   singleRequest?: boolean;
-  /** Charged with the size of what is read, before more is read (throws when it is spent). */
+  /** Charged with the size of what the page hands back (throws when it is spent). */
   responseLimit?: ResponseLimit;
 }
 
-/** The Query key condition for a run's events with sort keys from `from` to `to` (all of them by default). */
-export function eventRange(tenant: string, runId: string, from = keys.events.first, to = keys.events.last) {
+/** The Query key condition for events of one partition with sort keys from `from` to `to` (all of them by default). */
+export function eventRange(pk: string, from = keys.events.first, to = keys.events.last) {
   return {
     KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-    ExpressionAttributeValues: { ':pk': keys.runPartition(tenant, runId), ':from': from, ':to': to } as Record<string, unknown>,
+    ExpressionAttributeValues: { ':pk': pk, ':from': from, ':to': to } as Record<string, unknown>,
   };
 }
 
@@ -47,33 +47,41 @@ function typeFilter(types: readonly string[] | undefined) {
   };
 }
 
-/** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
-export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery) {
-  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, responseLimit } = query;
+/**
+ * A page of events in seq order (or newest first), filtered by type; `more` tells whether any
+ * follow. Over a run's event shards, one Query each in parallel, merged by seq.
+ */
+export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery & { shards: number }) {
+  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, responseLimit, shards } = query;
   const from = eventSk(Math.min((after ?? 0) + 1, MAX_INT));
   const to = eventSk(Math.max((before ?? MAX_INT + 1) - 1, 0));
-  const events: RunEvent[] = [];
-  if (from > to) return { events, more: false };
-  const range = eventRange(tenant, runId, from, to);
+  if (from > to) return { events: [] as RunEvent[], more: false };
   const { filter, values } = typeFilter(types);
-  let more = false;
-  const pages = queryPages(doc, {
-    TableName: tableName,
-    KeyConditionExpression: range.KeyConditionExpression,
-    ExpressionAttributeValues: { ...range.ExpressionAttributeValues, ...values },
-    ...filter,
-    ScanIndexForward: forward,
-    ConsistentRead: consistent,
-    // A filter applies after Limit: read wider pages so that a rare type costs few requests.
-    Limit: types?.length ? Math.max(limit + 1, FILTERED_PAGE) : limit + 1,
-  });
-  for await (const page of pages) {
-    const read = (page.Items ?? []).map(toEvent);
-    // What the page will hand back is charged (the one read past `limit` only tells whether more follow).
-    responseLimit?.spend(read.slice(0, Math.max(0, limit - events.length)).reduce((bytes, event) => bytes + eventBytes(event), 0));
-    events.push(...read);
-    more = page.LastEvaluatedKey !== undefined;
-    if (events.length > limit || singleRequest) break;
-  }
-  return { events: events.slice(0, limit), more: events.length > limit || (singleRequest === true && more) };
+  const { items, exhausted } = await mergedEvents(
+    { doc },
+    {
+      partitions: keys.eventPartitions(tenant, runId, shards),
+      query: (pk) => {
+        const range = eventRange(pk, from, to);
+        return {
+          TableName: tableName,
+          KeyConditionExpression: range.KeyConditionExpression,
+          ExpressionAttributeValues: { ...range.ExpressionAttributeValues, ...values },
+          ...filter,
+          ScanIndexForward: forward,
+          ConsistentRead: consistent,
+        };
+      },
+      // One more than the page tells whether more follow.
+      want: limit + 1,
+      // A filter applies after Limit: read wider pages so that a rare type costs few requests.
+      minPageItems: types?.length ? FILTERED_PAGE : 0,
+      forward,
+      singleRequest,
+    },
+  );
+  const events = items.map(toEvent);
+  // What the page hands back is charged (the one read past `limit` only tells whether more follow).
+  responseLimit?.spend(events.slice(0, limit).reduce((bytes, event) => bytes + eventBytes(event), 0));
+  return { events: events.slice(0, limit), more: events.length > limit || !exhausted };
 }

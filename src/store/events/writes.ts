@@ -24,9 +24,9 @@ export interface AppendCounters {
 
 const isItemTooLarge = (err: unknown) => (err as Error)?.name === 'ValidationException' && /Item size/.test((err as Error).message);
 
-function eventPut(tableName: string, tenant: string, event: RunEvent, writeId: string): Write {
-  // A seq is taken once: two writers can never both have it.
-  return { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId), ConditionExpression: conditions.absent } };
+function eventPut(tableName: string, tenant: string, event: RunEvent, writeId: string, shards: number): Write {
+  // A seq is taken once: two writers can never both have it (it has one home among the shards).
+  return { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId, shards), ConditionExpression: conditions.absent } };
 }
 
 /** The fencing write of an append, when it carries a claim's token: the run's claim must be that token's, and live. */
@@ -38,6 +38,10 @@ export interface EventWriteOptions {
   cost?: number;
   claim?: TransactItem;
   fencingToken?: number;
+  /** The run's event shard count (default 1). */
+  shards?: number;
+  /** Tries when throttled (1: group commit backs off itself, with a smaller batch). */
+  throttleAttempts?: number;
 }
 
 /**
@@ -50,16 +54,16 @@ export interface EventWriteOptions {
  */
 export async function putEvents(deps: StoreDeps, tenant: string, events: RunEvent[], options: EventWriteOptions = {}) {
   const { tableName } = deps;
-  const { cost, claim, fencingToken } = options;
+  const { cost, claim, fencingToken, shards = 1 } = options;
   const first = events[0] as RunEvent;
   if (events.length > 1 && (cost !== undefined || claim)) throw new Error('a cost or an idempotency claim goes with one event alone');
   const writeIds = events.map(() => randomUUID());
-  const writes: Write[] = events.map((event, i) => eventPut(tableName, tenant, event, writeIds[i] as string));
+  const writes: Write[] = events.map((event, i) => eventPut(tableName, tenant, event, writeIds[i] as string, shards));
   const charge = { tenant, runId: first.runId, amount: cost ?? 0 };
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
   writes.push(...fenceOf(tableName, tenant, first, fencingToken));
   try {
-    await write(deps, writes, claim);
+    await write(deps, writes, claim, { operation: 'append', throttleAttempts: options.throttleAttempts });
     return true;
   } catch (err) {
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');

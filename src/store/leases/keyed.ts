@@ -32,7 +32,7 @@ export function createKeyedLeases(
       // The condition's own rule, read on the row in hand: a refusal sends no transaction and leaves the key free.
       const lease = outcome(plan, row);
       try {
-        await write(deps, [leaseUpdate(tableName, unit.tenant, plan, { seen: row })], claim(lease));
+        await write(deps, [leaseUpdate(tableName, unit.tenant, plan, { seen: row })], claim(lease), { operation: 'lease' });
         return lease;
       } catch (err) {
         // The row changed since it was read: plan again on the new one.

@@ -35,7 +35,10 @@ export function createPlainLeases(deps: StoreDeps, read: (tenant: string, unitId
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       try {
         const lease = toLease(
-          rowAfter(await write(deps, [leaseUpdate(tableName, unit.tenant, plan)]), `the ${plan.operation} of unit ${unit.unitId}`),
+          rowAfter(
+            await write(deps, [leaseUpdate(tableName, unit.tenant, plan)], undefined, { operation: 'lease' }),
+            `the ${plan.operation} of unit ${unit.unitId}`,
+          ),
         );
         remember(unitKey, lease.token);
         return lease;

@@ -47,7 +47,7 @@ export function createShardLeases(deps: StoreDeps) {
   /** The row the plan's update left, or null when its rule refused it (or its case no longer fits the row). */
   const apply = async (plan: LeasePlan, shard?: LeaseUpdateOptions['shard']) => {
     try {
-      const row = await write(deps, [leaseUpdate(tableName, SYSTEM_TENANT, plan, { shard })]);
+      const row = await write(deps, [leaseUpdate(tableName, SYSTEM_TENANT, plan, { shard })], undefined, { operation: 'checkpoint' });
       return toShardLease(rowAfter(row, `the ${plan.operation} of shard ${plan.unitId}`));
     } catch (err) {
       if (err instanceof ConditionFailed) return null;

@@ -117,6 +117,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
             claimPut(tableName, tenant, claim, found.claim, stallable.has(run.status) || run.status === 'AWAITING_APPROVAL'),
           ],
           idem?.({ claim }),
+          { operation: 'claim' },
         );
         return { claim };
       } catch (err) {
@@ -135,7 +136,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
     const at = now().getTime();
     const until = renewing ? at + (input.ttlSeconds ?? 0) * 1000 : at;
     try {
-      const row = await write(deps, [holderUpdate(tableName, input.tenant, input, until, at, renewing)]);
+      const row = await write(deps, [holderUpdate(tableName, input.tenant, input, until, at, renewing)], undefined, { operation: 'claim' });
       const claim = toClaim(row);
       if (!claim) throw new Error(`run ${input.runId}: the claim was written but returned no row`);
       return claim;

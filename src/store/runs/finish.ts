@@ -10,11 +10,12 @@ import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { eventRange } from '../events/page.ts';
 import { queryPages } from '../query-pages.ts';
+import type { EventLayout } from './index.ts';
 
 /** Event rows given their TTL at once (one Query page is worked through this many at a time). */
 const STAMPS_AT_ONCE = 8;
 
-export function createEventExpiry({ doc, tableName, log = consoleLogger }: StoreDeps) {
+export function createEventExpiry({ doc, tableName, log = consoleLogger }: StoreDeps, layout: Pick<EventLayout, 'shardsOf'>) {
   /** Runs whose events are being given their TTL. */
   const expiring = new Set<Promise<void>>();
 
@@ -37,8 +38,14 @@ export function createEventExpiry({ doc, tableName, log = consoleLogger }: Store
       });
 
   async function expireEvents(tenant: string, runId: string, expiresAt: number) {
-    // Events, then output streams and their chunks: every row that sorts after the run's head.
-    const range = eventRange(tenant, runId, keys.events.first, keys.afterOutput);
+    const partitions = keys.eventPartitions(tenant, runId, await layout.shardsOf(tenant, runId));
+    // In the run's own partition, events (of one shard), then output streams and their chunks:
+    // every row that sorts after the run's head; in each event shard's partition, its events.
+    const own = keys.runPartition(tenant, runId);
+    for (const pk of new Set([own, ...partitions])) await stampAll(eventRange(pk, keys.events.first, keys.afterOutput), expiresAt);
+  }
+
+  async function stampAll(range: ReturnType<typeof eventRange>, expiresAt: number) {
     const pages = queryPages(doc, { TableName: tableName, ...range, ProjectionExpression: 'pk, sk' });
     for await (const page of pages) {
       const rows = page.Items ?? [];

@@ -19,9 +19,19 @@ export type { Transition } from './transition.ts';
 
 /** Dates come back from an idempotency record as strings. */
 
-export function createRunStore(deps: StoreDeps, idempotency: Idempotency, lastSeq: (tenant: string, runId: string) => Promise<number>) {
-  const reads = createRunReads(deps);
-  const expiry = createEventExpiry(deps);
+/** What runs need of the event store: where a run's events end, and over how many shards they are spread. */
+export interface EventLayout {
+  lastSeq: (tenant: string, runId: string, shards?: number) => Promise<number>;
+  shardsOf: (tenant: string, runId: string) => Promise<number>;
+  knownShards: (tenant: string, runId: string) => number | undefined;
+  /** Remembers the shard count of a run just read, which exists. */
+  rememberShards: (tenant: string, runId: string, shards: number) => void;
+}
+
+export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout: EventLayout) {
+  const { lastSeq } = layout;
+  const reads = createRunReads(deps, layout);
+  const expiry = createEventExpiry(deps, layout);
   const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
     transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
   const steps = createSteps(deps, reads, lastSeq, expiry.start);

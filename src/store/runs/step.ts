@@ -55,7 +55,7 @@ export interface StepResult<Extra = undefined> {
 export function createSteps(
   deps: StoreDeps,
   reads: RunReads,
-  lastSeq: (tenant: string, runId: string) => Promise<number>,
+  lastSeq: (tenant: string, runId: string, shards: number) => Promise<number>,
   onFinished: (tenant: string, runId: string, expires: number) => void,
 ) {
   const { doc, tableName, now, retention } = deps;
@@ -90,7 +90,8 @@ export function createSteps(
       const current = toRun(found.meta);
       const at = now();
       const plan = decide({ run: current, claim: found.claim, at: at.getTime() });
-      const seq = (await lastSeq(tenant, runId)) + 1;
+      const shards = current.eventShards;
+      const seq = (await lastSeq(tenant, runId, shards)) + 1;
       const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at };
       const run: Run = { ...current, status: plan.to, version: current.version + 1, updatedAt: at };
       const expires = isTerminal(plan.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
@@ -100,13 +101,13 @@ export function createSteps(
         // Still where it was, at the version read: the step was decided on the run as it is.
         metaUpdate(tableName, transition, at, writeId, expires),
         // The seq is free: the step's event takes the next place in the timeline.
-        { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId), ConditionExpression: conditions.absent } },
+        { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId, shards), ConditionExpression: conditions.absent } },
         ...(expires !== undefined ? [budgetExpiry(tableName, transition, expires)] : []),
       ];
       const writes = [...own, ...(plan.also?.(expires) ?? [])];
       const result = { run, event, extra: plan.extra as Extra };
       try {
-        await write(deps, writes, claim?.(result));
+        await write(deps, writes, claim?.(result), { operation: 'step' });
         if (expires !== undefined) onFinished(tenant, runId, expires);
         return result;
       } catch (err) {

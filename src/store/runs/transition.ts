@@ -106,7 +106,7 @@ export async function transitionRun(
     writes.push(budgetExpiry(tableName, input, expires), claimEnd(tableName, tenant, runId, at.getTime(), { token, expires }));
   else if (token !== undefined) writes.push(fence(tableName, tenant, runId, token, at.getTime()));
   try {
-    const after = await write(deps, writes, claim);
+    const after = await write(deps, writes, claim, { operation: 'transition' });
     if (expires !== undefined) onFinished(expires);
     return after ? toRun(after) : undefined;
   } catch (err) {

@@ -24,9 +24,13 @@ export function decodeChange(text: string): Change {
     case 'event':
       dates(value.event, 'createdAt');
       break;
-    case 'run':
+    case 'run': {
       dates(value.run, 'createdAt', 'updatedAt');
+      // From a replica that predates event shards: the seed's layout.
+      const run = value.run as { eventShards?: unknown };
+      if (typeof run.eventShards !== 'number') run.eventShards = 1;
       break;
+    }
     case 'budget':
       dates(value.budget);
       break;
