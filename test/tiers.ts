@@ -15,6 +15,7 @@ export const tiers = {
   unit: [
     'test/config.test.ts',
     'test/tiers.test.ts',
+    'test/wait.test.ts',
     'test/chaos/checkers.test.ts',
     // Whole servers, but in this process.
     'test/e2e/engine-partition-limits.test.ts',
