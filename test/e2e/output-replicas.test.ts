@@ -11,6 +11,7 @@ import { uniqueName } from '../support/aws.ts';
 import { tcpProxy } from '../support/proxy.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { waitFor } from '../support/wait.ts';
 
 let redis: TestRedis;
@@ -41,13 +42,7 @@ const client = (url: string) => {
   return c;
 };
 
-async function newRun(replica: Replica) {
-  const id = uniqueName('run');
-  await replica.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id, task: 'output', budgetCap: 1 },
-  });
-  return id;
-}
+const newRun = (replica: Replica) => createRun(replica, { task: 'output', budgetCap: 1 });
 
 const tokens = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `w${from + i}${(from + i) % 40 === 0 ? '🙂' : ''} `);
 

@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import { uniqueName } from '../support/aws.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The watchers look every second here; a claim of the worker lasts two. */
@@ -48,11 +49,7 @@ const client = (replica: Replica) => {
   return c;
 };
 
-async function newRun(replica: Replica) {
-  const runId = uniqueName('run');
-  await replica.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 100 }) { __typename } }`);
-  return runId;
-}
+const newRun = (replica: Replica) => createRun(replica, { budgetCap: 100 });
 
 const eventTypes = async (replica: Replica, runId: string) =>
   (
