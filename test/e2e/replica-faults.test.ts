@@ -10,10 +10,11 @@
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { eventItem } from '../../src/table/codec.ts';
 import { dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
-import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
+import { leftoversAfterEach } from '../support/leftovers.ts';
+import { noRedis, redisForFile } from '../support/redis.ts';
 import { type Replica, shardsOwned, shardsOwnedBy, startReplica, stopReplica } from '../support/replicas.ts';
 import { overlaps, staleWrites, tenures } from '../support/shard-history.ts';
 import { type Collected, subscribeWs, wsClient } from '../support/subscribe.ts';
@@ -25,17 +26,9 @@ const ONE_POLL_MS = 300;
 /** Room for a machine shared with other test files (process scheduling, not the design). */
 const LOADED_MACHINE_MS = 1_500;
 
-let redis: TestRedis;
-const leftovers: Array<() => Promise<void>> = [];
+const redis = redisForFile();
+const leftovers = leftoversAfterEach();
 const doc = DynamoDBDocumentClient.from(dynamoClient());
-
-beforeAll(async () => {
-  if (!noRedis) redis = await startRedis();
-});
-afterAll(async () => redis?.kill());
-afterEach(async () => {
-  for (const dispose of leftovers.splice(0).reverse()) await dispose();
-});
 
 async function cluster() {
   const table = uniqueName('faults');

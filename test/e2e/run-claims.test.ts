@@ -7,10 +7,11 @@
  */
 import { spawn } from 'node:child_process';
 import { createRunplane, RunplaneError } from 'runplane/client';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import { uniqueName } from '../support/aws.ts';
-import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
+import { leftoversAfterEach } from '../support/leftovers.ts';
+import { noRedis, redisForFile } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
 import { newRun as createRun } from '../support/runs.ts';
 import { waitFor } from '../support/wait.ts';
@@ -21,15 +22,8 @@ const WORKER_TTL_SECONDS = 2;
 /** Room for a machine shared with other test files (process scheduling, not the design). */
 const LOADED_MACHINE_MS = 3_000;
 
-let redis: TestRedis;
-const leftovers: Array<() => Promise<void>> = [];
-beforeAll(async () => {
-  if (!noRedis) redis = await startRedis();
-});
-afterAll(async () => redis?.kill());
-afterEach(async () => {
-  for (const dispose of leftovers.splice(0).reverse()) await dispose();
-});
+const redis = redisForFile();
+const leftovers = leftoversAfterEach();
 
 async function cluster() {
   const table = uniqueName('claims');
