@@ -1,11 +1,13 @@
 /**
  * The test suite in tiers by cost, one vitest project each (vitest.config.ts):
  * - unit: in this process only: the embedded engine, real servers on loopback, real clients;
+ * - long: in this process too, but the longest or heaviest of such files (load, fuzzing, bounds
+ *   reached with real data, clients across restarts): most of the in-process tiers' cost;
  * - e2e: child processes (`npm start`, the engine's CLI, the CLIs), replicas and Redis;
  * - browser: Chromium driven by playwright-core;
  * - chaos: the fault harness's scenarios in short mode (engine and server processes under load).
  * A file belongs to the tier of the longest path below that it lies under. test/tiers.test.ts
- * fails for a test file under none, and for a quick-tier file that reaches what starts a
+ * fails for a test file under none, and for an in-process file that reaches what starts a
  * process, a browser or Redis.
  */
 import { readdirSync } from 'node:fs';
@@ -30,6 +32,16 @@ export const tiers = {
     'test/store/',
     'test/streams/',
   ],
+  long: [
+    'test/schema/fuzz.test.ts',
+    'test/engine/load.test.ts',
+    'test/http/document-cache.test.ts',
+    'test/client/run-events.test.ts',
+    'test/streams/poller.test.ts',
+    'test/schema/group-commit.test.ts',
+    'test/http/limits.test.ts',
+    'test/schema/run-state.test.ts',
+  ],
   e2e: [
     'test/e2e/',
     'test/cli/',
@@ -44,7 +56,10 @@ export const tiers = {
 
 export type Tier = keyof typeof tiers;
 
-/** What `npm run test:quick` runs: the tiers that start no process, browser or Redis. */
+/** The tiers that start no process, browser or Redis. */
+export const inProcessTiers: readonly Tier[] = ['unit', 'long'];
+
+/** What `npm run test:quick` runs: the in-process tier that is quick. */
 export const quickTiers: readonly Tier[] = ['unit'];
 
 /** The tier a test file (a path from the repository's root) belongs to, or undefined. */
