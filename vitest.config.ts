@@ -1,7 +1,23 @@
 import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
+import { filesOf, inProcessTiers, type Tier, tiers } from './test/tiers.ts';
 
 const require = createRequire(import.meta.url);
+const root = import.meta.dirname;
+
+/** One project per tier (test/tiers.ts says which file is in which), all on the settings below. */
+const project = (name: Tier) => ({
+  extends: true as const,
+  test: {
+    name,
+    include: filesOf(root, name),
+    // One engine per tier for its files, shared by them over real HTTP.
+    globalSetup: ['test/support/global-setup.ts'],
+    // In-process files share a worker's modules (the server's import is most of a small file's
+    // cost); each starts servers of its own and stops them after itself.
+    ...(inProcessTiers.includes(name) ? { isolate: false } : {}),
+  },
+});
 
 export default defineConfig({
   resolve: {
@@ -10,8 +26,8 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
   },
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/global-setup.ts'],
+    // `npm test` runs every tier; `npm run test:quick` the ones without processes, browsers or Redis.
+    projects: (Object.keys(tiers) as Tier[]).map(project),
     // Most files wait on servers and sockets, not on the CPU: more of them at once than cores.
     maxWorkers: 3,
     // Generous: a test waits on conditions, and a slow or loaded machine must not fail it.

@@ -4,7 +4,7 @@
  * key, a 10,000-event run scrolled to its end with a bounded number of rows in the DOM, and a
  * run's output streams followed live, across cut connections, as text, within their bound.
  */
-import { BatchWriteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { keys } from '../../src/table/keys.ts';
@@ -13,6 +13,7 @@ import { describeWithBrowser, type OpenBrowser, openBrowser } from '../support/b
 import { testClient } from '../support/client.ts';
 import { openConsole, screenshot, timelineSeqs, waitForSeqs } from '../support/console.ts';
 import { tcpProxy } from '../support/proxy.ts';
+import { newRun as createRun, putEventRow } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -36,16 +37,7 @@ describeWithBrowser('the run console in Chromium', () => {
   });
 
   const as = { key: WRITE };
-  async function newRun(task = 'book a flight') {
-    const id = uniqueName('run');
-    const answer = await api.gql(
-      'mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }',
-      { input: { id, task, budgetCap: 100 } },
-      as,
-    );
-    expect(answer.data.createRun.__typename).toBe('Run');
-    return id;
-  }
+  const newRun = (task = 'book a flight') => createRun(api, { task, budgetCap: 100, ...as });
   const append = async (runId: string, type = 'step', payload: unknown = null, cost?: number) =>
     (
       await api.gql(
@@ -55,13 +47,7 @@ describeWithBrowser('the run console in Chromium', () => {
       )
     ).data.appendEvent;
   const putEvent = (runId: string, seq: number, type: string) =>
-    api.server.clients.doc.send(
-      new PutCommand({
-        TableName: api.table,
-        Item: { ...keys.event(TENANT, runId, seq), runId, seq, type, payload: { via: 'table' }, createdAt: new Date().toISOString() },
-        ConditionExpression: 'attribute_not_exists(pk)',
-      }),
-    );
+    putEventRow(api, runId, seq, { type, payload: { via: 'table' }, tenant: TENANT });
   const text = (page: Page, selector: string) => page.locator(selector).textContent({ timeout: 30_000 });
 
   test('the key is asked for and kept out of the URL; a run created through the API appears in the list without a reload; the filter lives in the URL', async () => {

@@ -9,6 +9,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
 import { describeWithBrowser, type OpenBrowser, openBrowser } from '../support/browser.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -24,13 +25,7 @@ describeWithBrowser('in Chromium', () => {
     await api?.server.stop();
   });
 
-  const newRun = async (server: TestServer) => {
-    const id = uniqueName('run');
-    await server.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-      input: { id, task: 'seen in GraphiQL', budgetCap: 7 },
-    });
-    return id;
-  };
+  const newRun = (server: TestServer) => createRun(server, { task: 'seen in GraphiQL', budgetCap: 7 });
   const append = (server: TestServer, runId: string, type: string) =>
     server.gql('mutation($id: ID!, $type: String!) { appendEvent(input: { runId: $id, type: $type }) { __typename } }', {
       id: runId,

@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { readMetrics } from '../support/metrics.ts';
 import { rawSocket } from '../support/raw-ws.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -65,7 +66,7 @@ describe('the Dockerfile and compose commands', () => {
 
       const socket = await rawSocket(url);
       socket.subscribe('s', 'subscription { leaseChanged(unitId: "u") { owner } }');
-      await waitFor(async () => (await fetch(new URL('/metrics', url)).then((r) => r.text())).includes('runplane_subscriptions_open 1'));
+      await waitFor(async () => (await readMetrics(url)).get('runplane_subscriptions_open') === 1, { what: 'the subscription to be open' });
       server.child.kill('SIGTERM');
       expect(await server.exited).toBe(0);
       expect(server.output()).toMatch(/SIGTERM, stopping/);

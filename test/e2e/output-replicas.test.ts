@@ -5,23 +5,18 @@
  * lost or doubled.
  */
 import { createRunplane } from 'runplane/client';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import { uniqueName } from '../support/aws.ts';
+import { leftoversAfterEach } from '../support/leftovers.ts';
 import { tcpProxy } from '../support/proxy.ts';
-import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
+import { noRedis, redisForFile } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { waitFor } from '../support/wait.ts';
 
-let redis: TestRedis;
-const leftovers: Array<() => Promise<void>> = [];
-beforeAll(async () => {
-  if (!noRedis) redis = await startRedis();
-});
-afterAll(async () => redis?.kill());
-afterEach(async () => {
-  for (const dispose of leftovers.splice(0).reverse()) await dispose();
-});
+const redis = redisForFile();
+const leftovers = leftoversAfterEach();
 
 /** A long flush interval: text waits in a server's memory long enough to be lost with it. */
 const env = { RUNPLANE_OUTPUT_FLUSH_MS: '2000' };
@@ -41,13 +36,7 @@ const client = (url: string) => {
   return c;
 };
 
-async function newRun(replica: Replica) {
-  const id = uniqueName('run');
-  await replica.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id, task: 'output', budgetCap: 1 },
-  });
-  return id;
-}
+const newRun = (replica: Replica) => createRun(replica, { task: 'output', budgetCap: 1 });
 
 const tokens = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `w${from + i}${(from + i) % 40 === 0 ? '🙂' : ''} `);
 

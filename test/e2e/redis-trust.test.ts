@@ -12,7 +12,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { sealEntry } from '../../src/streams/fanout/entries.ts';
 import { uniqueName } from '../support/aws.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
-import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { type Replica, shardsOwned, startReplica, stopReplica } from '../support/replicas.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { type Collected, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -40,9 +41,11 @@ async function pair(env: Record<string, string> = {}) {
   leftovers.push(async () => {
     await Promise.all([a, b].map((r) => stopReplica(r, 'SIGKILL')));
   });
-  const owned = async (r: Replica) => (await r.metrics()).get('runplane_stream_shards_owned') ?? 0;
-  await waitFor(async () => (await owned(a)) + (await owned(b)) === 1, { timeoutMs: 30_000, what: 'one replica to hold the shard' });
-  const owner = (await owned(a)) === 1 ? a : b;
+  await waitFor(async () => (await shardsOwned(a)) + (await shardsOwned(b)) === 1, {
+    timeoutMs: 30_000,
+    what: 'one replica to hold the shard',
+  });
+  const owner = (await shardsOwned(a)) === 1 ? a : b;
   return { table, a, b, owner, other: owner === a ? b : a };
 }
 
@@ -68,11 +71,7 @@ const append = (r: Replica, runId: string, type = 'real') =>
     },
   );
 
-async function newRun(r: Replica) {
-  const runId = uniqueName('run');
-  await r.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`);
-  return runId;
-}
+const newRun = (r: Replica) => createRun(r, { budgetCap: 1 });
 
 async function expectSeqs(subscriber: Collected<{ seq: number; type: string }>, total: number) {
   await subscriber.until(total, 60_000);

@@ -10,11 +10,12 @@
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { eventItem } from '../../src/table/codec.ts';
 import { dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
-import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
-import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { leftoversAfterEach } from '../support/leftovers.ts';
+import { noRedis, redisForFile } from '../support/redis.ts';
+import { type Replica, shardsOwned, shardsOwnedBy, startReplica, stopReplica } from '../support/replicas.ts';
 import { overlaps, staleWrites, tenures } from '../support/shard-history.ts';
 import { type Collected, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -25,17 +26,9 @@ const ONE_POLL_MS = 300;
 /** Room for a machine shared with other test files (process scheduling, not the design). */
 const LOADED_MACHINE_MS = 1_500;
 
-let redis: TestRedis;
-const leftovers: Array<() => Promise<void>> = [];
+const redis = redisForFile();
+const leftovers = leftoversAfterEach();
 const doc = DynamoDBDocumentClient.from(dynamoClient());
-
-beforeAll(async () => {
-  if (!noRedis) redis = await startRedis();
-});
-afterAll(async () => redis?.kill());
-afterEach(async () => {
-  for (const dispose of leftovers.splice(0).reverse()) await dispose();
-});
 
 async function cluster() {
   const table = uniqueName('faults');
@@ -45,17 +38,15 @@ async function cluster() {
   leftovers.push(async () => {
     await Promise.all(replicas.map((r) => stopReplica(r, 'SIGKILL')));
   });
-  await waitFor(async () => (await Promise.all(replicas.map(owned))).reduce((a, b) => a + b, 0) === 1, {
+  await waitFor(async () => (await shardsOwnedBy(replicas)) === 1, {
     timeoutMs: 30_000,
     what: 'one replica to hold the shard',
   });
-  const owner = (await Promise.all(replicas.map(owned))).indexOf(1);
+  const owner = (await Promise.all(replicas.map(shardsOwned))).indexOf(1);
   const runId = uniqueName('run');
   await first.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 1 }) { __typename } }`);
   return { table, replicas, owner, runId };
 }
-
-const owned = async (r: Replica) => (await r.metrics()).get('runplane_stream_shards_owned') ?? 0;
 
 const append = (r: Replica, runId: string) =>
   r.gql<{ appendEvent: { seq: number } }>(
@@ -113,7 +104,7 @@ describe.skipIf(noRedis)('replica faults', () => {
     // missing, the survivors are degraded) the survivors' table refill.
     await putDirect(table, runId, 6);
     await Promise.all(subscribers.map((s) => s.until(6, 30_000)));
-    await waitFor(async () => (await Promise.all(survivors.map(owned))).reduce((a, b) => a + b, 0) === 1, {
+    await waitFor(async () => (await shardsOwnedBy(survivors)) === 1, {
       timeoutMs: 30_000,
       intervalMs: 50,
       what: 'a survivor to take the shard over',
@@ -122,7 +113,7 @@ describe.skipIf(noRedis)('replica faults', () => {
     for (let i = 0; i < 5; i++) await append(survivors[i % 2] as Replica, runId);
     await expectExactly(subscribers, 11);
 
-    expect((await Promise.all(survivors.map(owned))).reduce((a, b) => a + b, 0)).toBe(1);
+    expect(await shardsOwnedBy(survivors)).toBe(1);
     const history = await leaseHistory(table);
     expect(overlaps(tenures(history))).toEqual([]);
     expect(new Set(tenures(history).map((t) => t.owner)).size).toBeGreaterThanOrEqual(2);
@@ -165,7 +156,7 @@ describe.skipIf(noRedis)('replica faults', () => {
 
     stale.child.kill('SIGSTOP');
     try {
-      await waitFor(async () => (await Promise.all(others.map(owned))).reduce((a, b) => a + b, 0) === 1, {
+      await waitFor(async () => (await shardsOwnedBy(others)) === 1, {
         timeoutMs: 30_000,
         what: 'another replica to take the shard',
       });
@@ -174,7 +165,7 @@ describe.skipIf(noRedis)('replica faults', () => {
     } finally {
       stale.child.kill('SIGCONT');
     }
-    await waitFor(async () => (await owned(stale)) === 0, { timeoutMs: 30_000, what: 'the stale owner to let the shard go' });
+    await waitFor(async () => (await shardsOwned(stale)) === 0, { timeoutMs: 30_000, what: 'the stale owner to let the shard go' });
     await append(stale, runId);
     await expectExactly(subscribers, 4);
 

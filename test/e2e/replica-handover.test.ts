@@ -12,7 +12,7 @@ import { eventItem } from '../../src/table/codec.ts';
 import { readStream, uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
-import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { type Replica, shardsOwned, startReplica, stopReplica } from '../support/replicas.ts';
 import { lineageViolations, overlaps, tenures } from '../support/shard-history.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -25,8 +25,7 @@ let own: Awaited<ReturnType<typeof ownEngine>>;
 const replicas: Replica[] = [];
 const table = uniqueName('handover');
 
-const owned = async (r: Replica) => (await r.metrics()).get('runplane_stream_shards_owned') ?? 0;
-const ownerIndex = async (among: Replica[]) => (await Promise.all(among.map(owned))).indexOf(1);
+const ownerIndex = async (among: Replica[]) => (await Promise.all(among.map(shardsOwned))).indexOf(1);
 
 describe.skipIf(noRedis)('shards changing hands', () => {
   beforeAll(async () => {

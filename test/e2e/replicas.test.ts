@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { eventItem } from '../../src/table/codec.ts';
 import { dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
-import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { type Replica, shardsOwned, shardsOwnedBy, startReplica, stopReplica } from '../support/replicas.ts';
 import { overlaps, tenures } from '../support/shard-history.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -19,7 +19,6 @@ const table = uniqueName('replicas');
 let redis: TestRedis;
 let replicas: Replica[] = [];
 
-const owned = async (r: Replica) => (await r.metrics()).get('runplane_stream_shards_owned') ?? 0;
 const getRecords = async (r: Replica) => (await r.metrics()).get('runplane_stream_getrecords_total') ?? 0;
 
 describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
@@ -36,12 +35,12 @@ describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
   });
 
   test('each shard has one owner, and only the owner reads it', async () => {
-    await waitFor(async () => (await Promise.all(replicas.map(owned))).reduce((a, b) => a + b, 0) === 1, {
+    await waitFor(async () => (await shardsOwnedBy(replicas)) === 1, {
       timeoutMs: 30_000,
       what: 'one replica to hold the shard',
     });
     const before = await Promise.all(replicas.map(getRecords));
-    const owners = await Promise.all(replicas.map(owned));
+    const owners = await Promise.all(replicas.map(shardsOwned));
     await waitFor(async () => (await getRecords(replicas[owners.indexOf(1)] as Replica)) > (before[owners.indexOf(1)] as number) + 5, {
       timeoutMs: 30_000,
       what: 'the owner to poll',
@@ -50,7 +49,7 @@ describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
     for (const [i, count] of owners.entries()) {
       if (count === 0) expect(after[i], `replica ${i} holds no shard and reads none`).toBe(before[i]);
     }
-    expect((await Promise.all(replicas.map(owned))).reduce((a, b) => a + b, 0)).toBe(1);
+    expect(await shardsOwnedBy(replicas)).toBe(1);
   });
 
   test('subscribers on every replica get every event, from every replica and from the table, exactly once and in order', async () => {
@@ -62,7 +61,7 @@ describe.skipIf(noRedis)('three replicas on one table and one Redis', () => {
     const samples: number[] = [];
     let sampling = true;
     const sampler = (async () => {
-      while (sampling) samples.push((await Promise.all(replicas.map(owned))).reduce((a, b) => a + b, 0));
+      while (sampling) samples.push(await shardsOwnedBy(replicas));
     })();
     try {
       const subscribers = clients.flatMap((client) =>

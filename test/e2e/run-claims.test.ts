@@ -7,11 +7,13 @@
  */
 import { spawn } from 'node:child_process';
 import { createRunplane, RunplaneError } from 'runplane/client';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import { uniqueName } from '../support/aws.ts';
-import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
+import { leftoversAfterEach } from '../support/leftovers.ts';
+import { noRedis, redisForFile } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
+import { newRun as createRun } from '../support/runs.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The watchers look every second here; a claim of the worker lasts two. */
@@ -20,15 +22,8 @@ const WORKER_TTL_SECONDS = 2;
 /** Room for a machine shared with other test files (process scheduling, not the design). */
 const LOADED_MACHINE_MS = 3_000;
 
-let redis: TestRedis;
-const leftovers: Array<() => Promise<void>> = [];
-beforeAll(async () => {
-  if (!noRedis) redis = await startRedis();
-});
-afterAll(async () => redis?.kill());
-afterEach(async () => {
-  for (const dispose of leftovers.splice(0).reverse()) await dispose();
-});
+const redis = redisForFile();
+const leftovers = leftoversAfterEach();
 
 async function cluster() {
   const table = uniqueName('claims');
@@ -48,11 +43,7 @@ const client = (replica: Replica) => {
   return c;
 };
 
-async function newRun(replica: Replica) {
-  const runId = uniqueName('run');
-  await replica.gql(`mutation { createRun(input: { id: "${runId}", task: "t", budgetCap: 100 }) { __typename } }`);
-  return runId;
-}
+const newRun = (replica: Replica) => createRun(replica, { budgetCap: 100 });
 
 const eventTypes = async (replica: Replica, runId: string) =>
   (

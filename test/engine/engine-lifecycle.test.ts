@@ -3,15 +3,7 @@ import { CreateTableCommand, GetItemCommand, PutItemCommand, UpdateTableCommand 
 import { describe, expect, test } from 'vitest';
 import { createTestTable } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
-}
+import { failure } from '../support/failure.ts';
 
 describe.skipIf(onlyEmbedded)('engine lifecycle', () => {
   test('a table still CREATING takes no writes', async () => {

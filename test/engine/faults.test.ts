@@ -3,17 +3,9 @@ import { DescribeStreamCommand, GetRecordsCommand, GetShardIteratorCommand } fro
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 
 const key = (pk: string) => ({ pk: { S: pk }, sk: { S: 'a' } });
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & { $metadata?: { httpStatusCode?: number; attempts?: number }; CancellationReasons?: unknown };
-  }
-  throw new Error('expected the request to fail');
-}
 
 describe.skipIf(onlyEmbedded)('fault injection', () => {
   let setup: Awaited<ReturnType<typeof ownEngine>>;

@@ -8,6 +8,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient, uniqueName } from '../support/aws.ts';
+import { failure } from '../support/failure.ts';
 
 const client = dynamoClient({ maxAttempts: 1 });
 let table: string;
@@ -19,14 +20,6 @@ beforeAll(async () => {
 const key = (pk: string, sk = 'meta') => ({ pk: { S: pk }, sk: { S: sk } });
 
 /** Resolves to the error a command fails with (fails the test if it succeeds). */
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & Record<string, unknown>;
-  }
-  throw new Error('expected the request to fail');
-}
 
 describe('conditional writes', () => {
   test('a put conditioned on absence succeeds once, then fails with ConditionalCheckFailedException', async () => {

@@ -14,18 +14,10 @@ import { afterEach, describe, expect, test } from 'vitest';
 import type { Engine, EngineOptions } from '../../src/engine/index.ts';
 import { createTestTable } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
 
 const key = (sk: string) => ({ pk: { S: 'p' }, sk: { S: sk } });
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & { CancellationReasons?: { Code: string; Message?: string }[] };
-  }
-  throw new Error('expected the request to fail');
-}
 
 const leftovers: (() => Promise<void>)[] = [];
 afterEach(async () => {

@@ -10,6 +10,7 @@ import {
 import { afterEach, describe, expect, test } from 'vitest';
 import { createTestTable, readStream } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
 
 const leftovers: (() => Promise<void>)[] = [];
@@ -34,15 +35,6 @@ async function iterator(streams: DynamoDBStreamsClient, arn: string, shardId: st
     new GetShardIteratorCommand({ StreamArn: arn, ShardId: shardId, ShardIteratorType: type as never, SequenceNumber: seq }),
   );
   return ShardIterator as string;
-}
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
 }
 
 const sortKeys = (records: { dynamodb?: { Keys?: Record<string, { S?: string }> } }[]) => records.map((r) => r.dynamodb?.Keys?.sk?.S);

@@ -16,6 +16,7 @@ import {
 } from '@aws-sdk/client-dynamodb-streams';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
 
 const client = dynamoClient({ maxAttempts: 1 });
@@ -23,15 +24,6 @@ const streams = streamsClient({ maxAttempts: 1 });
 
 const key = (pk: string, sk = 'a') => ({ pk: { S: pk }, sk: { S: sk } });
 const ofPartition = (pk: string) => (records: _Record[]) => records.filter((r) => r.dynamodb?.Keys?.pk?.S === pk);
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
-}
 
 describe('a table with a NEW_AND_OLD_IMAGES stream', () => {
   let table: string;

@@ -15,16 +15,8 @@ import {
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
-}
 
 const create = (name: string) =>
   new CreateTableCommand({

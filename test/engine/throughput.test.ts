@@ -19,23 +19,8 @@ import {
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient, uniqueName } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { type Failure, failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
-
-type Failure = Error & {
-  $metadata?: { httpStatusCode?: number };
-  throttlingReasons?: unknown;
-  ThrottlingReasons?: unknown;
-  CancellationReasons?: unknown;
-};
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Failure;
-  }
-  throw new Error('expected the request to fail');
-}
 
 /** An item of exactly `bytes` bytes as DynamoDB sizes it (attribute names plus UTF-8 values). */
 function itemOfSize(pk: string, sk: string, bytes: number, extra: Record<string, { S: string }> = {}) {

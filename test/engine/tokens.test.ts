@@ -6,18 +6,10 @@ import { type DynamoDBClient, GetItemCommand, PutItemCommand, TransactWriteItems
 import { afterEach, describe, expect, test } from 'vitest';
 import { createTestTable } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
 
 const key = { pk: { S: 'p' }, sk: { S: 'counter' } };
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
-}
 
 const increment = (client: DynamoDBClient, table: string, token: string, by = '1') =>
   client.send(

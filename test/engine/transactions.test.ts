@@ -9,6 +9,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient, readStream, streamsClient, uniqueName } from '../support/aws.ts';
+import { failure } from '../support/failure.ts';
 
 const client = dynamoClient({ maxAttempts: 1 });
 let table: string;
@@ -21,15 +22,6 @@ beforeAll(async () => {
 });
 
 const key = (pk: string, sk = 'a') => ({ pk: { S: pk }, sk: { S: sk } });
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error & Record<string, unknown>;
-  }
-  throw new Error('expected the request to fail');
-}
 
 const get = async (k: ReturnType<typeof key>) =>
   (await client.send(new GetItemCommand({ TableName: table, Key: k, ConsistentRead: true }))).Item;

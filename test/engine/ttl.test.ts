@@ -11,16 +11,8 @@ import {
 import { afterEach, describe, expect, test } from 'vitest';
 import { createTestTable, dynamoClient, readStream, uniqueName } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { failure } from '../support/failure.ts';
 import { waitFor } from '../support/wait.ts';
-
-async function failure(promise: Promise<unknown>) {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the request to fail');
-}
 
 const setTtl = (client: DynamoDBClient, table: string, enabled: boolean) =>
   client.send(new UpdateTimeToLiveCommand({ TableName: table, TimeToLiveSpecification: { Enabled: enabled, AttributeName: 'expiresAt' } }));

@@ -4,6 +4,7 @@
  * that stopped reading look the same from here (the pong waits behind unread frames).
  */
 import { beforeAll, describe, expect, test } from 'vitest';
+import { metric } from '../support/metrics.ts';
 import { rawSocket } from '../support/raw-ws.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
@@ -14,10 +15,7 @@ beforeAll(async () => {
   await api.gql('mutation { createRun(input: { id: "kept", task: "keepalive", budgetCap: 1 }) { __typename } }');
 });
 
-async function subscriptionsOpen() {
-  const text = await (await fetch(new URL('/metrics', api.url))).text();
-  return Number(/^runplane_subscriptions_open (\S+)$/m.exec(text)?.[1]);
-}
+const subscriptionsOpen = () => metric(api.url, 'runplane_subscriptions_open');
 
 const SUBSCRIPTION = 'subscription { runEvents(runId: "kept") { seq } }';
 

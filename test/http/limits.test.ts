@@ -3,26 +3,16 @@
  * limit and variable, comes before work is done, and leaves the server serving others.
  */
 import { describe, expect, test } from 'vitest';
-import { uniqueName } from '../support/aws.ts';
 import { errorsOf, rawSocket } from '../support/raw-ws.ts';
+import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
 
 const LEASE_CHANGED = 'subscription($u: ID!) { leaseChanged(unitId: $u) { owner } }';
 
-async function newRun(api: TestServer, events: unknown[] = []) {
-  const id = uniqueName('run');
-  await api.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id, task: 't', budgetCap: 1 },
-  });
-  for (const payload of events) {
-    await api.gql('mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }', {
-      input: { runId: id, type: 'step', payload },
-    });
-  }
-  return id;
-}
+/** A run with an event for each payload given. */
+const runWith = (api: TestServer, events: unknown[] = []) => newRun(api, { budgetCap: 1, events });
 
 const stillServing = async (api: TestServer) => expect((await api.gql('{ __typename }')).data).toEqual({ __typename: 'Query' });
 
@@ -115,7 +105,7 @@ describe('subscription caps', () => {
 
   test('a flood of subscribes on one socket is refused at the setup rate, cheaply, and others are served meanwhile', async () => {
     const api = await startTestServer({ RUNPLANE_SUBSCRIBE_RATE: '10' });
-    const runId = await newRun(api);
+    const runId = await runWith(api);
     const socket = await rawSocket(api.url);
     const runEvents = 'subscription($r: ID!) { runEvents(runId: $r) { seq } }';
     for (let i = 0; i < 3000; i++) socket.subscribe(`f${i}`, runEvents, { r: runId });
@@ -189,7 +179,7 @@ describe('cost with variables applied', () => {
 describe('response size', () => {
   test('a response that would pass RUNPLANE_MAX_RESPONSE_BYTES is refused once its reads reach it, not built', async () => {
     const api = await startTestServer({ RUNPLANE_MAX_RESPONSE_BYTES: '65536' });
-    const runId = await newRun(
+    const runId = await runWith(
       api,
       Array.from({ length: 12 }, (_, i) => ({ i, blob: 'x'.repeat(16 * 1024) })),
     );
@@ -268,7 +258,7 @@ describe('protocol fields and cursors', () => {
     'the cursor %s is refused, not read loosely',
     async (text) => {
       const api = await startTestServer();
-      const runId = await newRun(api, [1, 2, 3]);
+      const runId = await runWith(api, [1, 2, 3]);
       const cursor = Buffer.from(text).toString('base64url');
       const answer = await api.gql('query($id: ID!, $c: String) { run(id: $id) { events(after: $c) { edges { node { seq } } } } }', {
         id: runId,

@@ -6,6 +6,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { type MainProcess, startMain } from '../support/main-process.ts';
+import { metric as metricOf } from '../support/metrics.ts';
 import { rawSocket } from '../support/raw-ws.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -36,10 +37,7 @@ async function gql(query: string, variables: Record<string, unknown> = {}, key =
   return (await response.json()) as { data?: Record<string, { __typename?: string }>; errors?: unknown[] };
 }
 
-async function metric(name: string) {
-  const text = await (await fetch(new URL('/metrics', url))).text();
-  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
-}
+const metric = (name: string) => metricOf(url, name);
 
 beforeAll(async () => {
   server = startMain({

@@ -7,6 +7,7 @@ import { createClient } from 'graphql-sse';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { streamEventId } from '../../src/http/subscriptions/sse.ts';
 import { uniqueName } from '../support/aws.ts';
+import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -62,14 +63,7 @@ function sse(init: { method?: 'GET' | 'POST'; query: string; variables?: Record<
   return { frames, done, stop: () => abort.abort() };
 }
 
-async function runWith(events: number) {
-  const id = uniqueName('run');
-  await api.gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-    input: { id, task: 't', budgetCap: 100 },
-  });
-  for (let i = 0; i < events; i++) await append(id);
-  return id;
-}
+const runWith = (events: number) => newRun(api, { budgetCap: 100, events });
 const append = (runId: string) =>
   api.gql('mutation($id: ID!) { appendEvent(input: { runId: $id, type: "step" }) { __typename } }', { id: runId });
 const RUN_EVENTS = 'subscription($runId: ID!, $afterSeq: Int) { runEvents(runId: $runId, afterSeq: $afterSeq) { seq } }';

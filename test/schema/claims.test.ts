@@ -6,6 +6,7 @@
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { metric } from '../support/metrics.ts';
 import { newRun, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
@@ -261,9 +262,7 @@ describe('stalled runs', () => {
     });
     expect(await append(runId, old.token, 'late')).toMatchObject({ __typename: 'ClaimLost', holder: 'new-worker' });
     expect(await append(runId, taken.token)).toMatchObject({ __typename: 'Event', seq: 4 });
-    expect(
-      Number(/runplane_runs_stalled_total (\d+)/.exec(await (await fetch(new URL('/metrics', api.url))).text())?.[1]),
-    ).toBeGreaterThanOrEqual(1);
+    expect(await metric(api.url, 'runplane_runs_stalled_total')).toBeGreaterThanOrEqual(1);
   });
 
   test('a claim renewed in time, or released, never stalls its run', async () => {

@@ -6,8 +6,9 @@ import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { InvalidInput } from '../../src/domain/errors.ts';
 import { createStores } from '../../src/store/index.ts';
-import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { metric as metricOf } from '../support/metrics.ts';
+import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
@@ -16,15 +17,6 @@ let api: TestServer;
 beforeAll(async () => {
   api = await startTestServer();
 });
-
-async function newRun(server: TestServer) {
-  const id = uniqueName('run');
-  const created = await server.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
-    input: { id, task: 't', budgetCap: 1000 },
-  });
-  expect(created.data?.createRun.__typename, JSON.stringify(created)).toBe('Run');
-  return id;
-}
 
 /** The seqs stored for the run, read straight from the table. */
 async function storedSeqs(server: TestServer, runId: string) {
@@ -40,12 +32,7 @@ async function storedSeqs(server: TestServer, runId: string) {
 }
 
 /** A counter from GET /metrics. */
-async function metric(server: TestServer, name: string) {
-  const text = await (await fetch(new URL('/metrics', server.url))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  if (!line) throw new Error(`no ${name} in /metrics:\n${text}`);
-  return Number(line.split(' ')[1]);
-}
+const metric = (server: TestServer, name: string) => metricOf(server.url, name);
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 

@@ -1,9 +1,7 @@
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
-import { newRun, OPEN_TENANT } from '../support/runs.ts';
+import { newRun, putEventRow } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -33,23 +31,7 @@ const append = async (runId: string, type = 'step', payload: unknown = null) =>
 const seqs = (events: Ev[]) => events.map((e) => e.seq);
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
-/** An event row written straight into the table, as a service bypassing the API would. */
-async function writeDirectly(runId: string, seq: number, type: string) {
-  await api.server.clients.doc.send(
-    new PutCommand({
-      TableName: api.table,
-      Item: {
-        ...keys.event(OPEN_TENANT, runId, seq),
-        runId,
-        seq,
-        type,
-        payload: { via: 'sdk' },
-        createdAt: new Date().toISOString(),
-      },
-      ConditionExpression: 'attribute_not_exists(pk)',
-    }),
-  );
-}
+const writeDirectly = (runId: string, seq: number, type: string) => putEventRow(api, runId, seq, { type });
 
 describe('runEvents over graphql-ws', () => {
   test('an event row written straight into the table with the SDK reaches a subscriber', async () => {

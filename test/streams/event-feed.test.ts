@@ -1,13 +1,11 @@
 /** The ordered event feed on its own, over a real table: slow consumers, out-of-order writers, real gaps. */
 
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { RunEvent } from '../../src/domain/run.ts';
 import { topics } from '../../src/streams/changes.ts';
 import { eventFeed } from '../../src/streams/event-feed.ts';
 import { Hub } from '../../src/streams/hub.ts';
-import { keys } from '../../src/table/keys.ts';
-import { newRun, OPEN_TENANT } from '../support/runs.ts';
+import { newRun, OPEN_TENANT, putEventRow } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -17,13 +15,7 @@ beforeAll(async () => {
 });
 
 /** An event row written straight into the table, as a writer that bypasses the API would. */
-const write = (runId: string, seq: number) =>
-  api.server.clients.doc.send(
-    new PutCommand({
-      TableName: api.table,
-      Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type: 'direct' },
-    }),
-  );
+const write = (runId: string, seq: number) => putEventRow(api, runId, seq, { bare: true });
 /** Pulls everything the feed gives until `count`, slowly if asked. */
 async function take(feed: AsyncIterableIterator<RunEvent>, count: number, delayMs = 0) {
   const got: number[] = [];

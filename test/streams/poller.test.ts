@@ -8,14 +8,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { UpdateTableCommand } from '@aws-sdk/client-dynamodb';
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Client } from 'graphql-ws';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { type Engine, startEngine } from '../../src/engine/index.ts';
-import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
-import { OPEN_TENANT } from '../support/runs.ts';
+import { putEventRow } from '../support/runs.ts';
 import { startTestServer } from '../support/server.ts';
 import { type Collected, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -55,14 +53,7 @@ describe.skipIf(onlyEmbedded)('the stream poller', () => {
     const sub: Collected<Ev> = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
     leftovers.push(() => sub.stop());
     /** An event row written straight into the table, bypassing the API (and its fast path). */
-    const write = async (seq: number, type = 'direct') => {
-      await api.server.clients.doc.send(
-        new PutCommand({
-          TableName: api.table,
-          Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type, createdAt: new Date().toISOString() },
-        }),
-      );
-    };
+    const write = (seq: number, type = 'direct') => putEventRow(api, runId, seq, { type, bare: true });
     const writeRange = async (from: number, to: number) => {
       for (const seq of range(from, to)) await write(seq);
     };
@@ -197,13 +188,7 @@ describe.skipIf(onlyEmbedded)('the endpoint vanishing and returning', () => {
         input: { id: runId, task: 't', budgetCap: 1 },
       });
       const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 0 }, 'runEvents');
-      const write = (seq: number) =>
-        api.server.clients.doc.send(
-          new PutCommand({
-            TableName: api.table,
-            Item: { ...keys.event(OPEN_TENANT, runId, seq), seq, type: 'direct' },
-          }),
-        );
+      const write = (seq: number) => putEventRow(api, runId, seq, { bare: true });
       await write(1);
       await sub.until(1);
 

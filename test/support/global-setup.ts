@@ -1,5 +1,5 @@
 /**
- * One engine for the whole test run, shared by every test file over real HTTP.
+ * One engine for each tier (vitest project) of the test run, shared by its test files over real HTTP.
  * With RUNPLANE_TEST_DYNAMODB_ENDPOINT set, the suites run against that endpoint instead
  * (tests that need the embedded engine's controls are skipped there).
  */

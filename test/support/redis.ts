@@ -5,6 +5,7 @@
  * .ci/run) demands it.
  */
 import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll } from 'vitest';
 import { startRedisProcess } from '../../chaos/redis.ts';
 import { freePort } from './ports.ts';
 
@@ -34,4 +35,33 @@ export async function startRedis(): Promise<TestRedis> {
   const port = await freePort();
   const redis = await startRedisProcess(port);
   return { ...redis, port, [Symbol.asyncDispose]: redis.kill };
+}
+
+/**
+ * A redis-server for the whole test file: started before its tests (where there is one) and
+ * killed after them. What it returns stands for that server from the first test on.
+ */
+export function redisForFile(): TestRedis {
+  let started: TestRedis | undefined;
+  beforeAll(async () => {
+    if (!noRedis) started = await startRedis();
+  });
+  afterAll(async () => started?.kill());
+  const current = () => {
+    if (!started) throw new Error(noRedis ? 'no redis-server on PATH' : 'the Redis of this file is started before its tests');
+    return started;
+  };
+  return {
+    get url() {
+      return current().url;
+    },
+    get port() {
+      return current().port;
+    },
+    kill: () => current().kill(),
+    start: () => current().start(),
+    pause: () => current().pause(),
+    resume: () => current().resume(),
+    [Symbol.asyncDispose]: () => current().kill(),
+  };
 }

@@ -4,6 +4,7 @@
  */
 import { inject } from 'vitest';
 import { type MainProcess, startMain } from './main-process.ts';
+import { readMetrics } from './metrics.ts';
 import { waitFor } from './wait.ts';
 
 export interface Replica extends MainProcess {
@@ -43,15 +44,7 @@ export async function startReplica(options: {
   const replica: Replica = {
     ...main,
     url,
-    async metrics() {
-      const text = await (await fetch(new URL('/metrics', url))).text();
-      const samples = new Map<string, number>();
-      for (const line of text.split('\n')) {
-        const match = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
-        if (match) samples.set(match[1] as string, Number(match[2]));
-      }
-      return samples;
-    },
+    metrics: () => readMetrics(url),
     async gql(query, variables = {}) {
       const response = await fetch(url, {
         method: 'POST',
@@ -63,6 +56,12 @@ export async function startReplica(options: {
   };
   return replica;
 }
+
+/** How many of the stream's shards a replica reads now. */
+export const shardsOwned = async (replica: Replica) => (await replica.metrics()).get('runplane_stream_shards_owned') ?? 0;
+
+/** How many shards these replicas read together (one, when exactly one of them holds the stream's shard). */
+export const shardsOwnedBy = async (replicas: Replica[]) => (await Promise.all(replicas.map(shardsOwned))).reduce((a, b) => a + b, 0);
 
 /** Stops a replica: SIGTERM (graceful) or SIGKILL; resolves once it has exited. */
 export async function stopReplica(replica: Replica, signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM') {

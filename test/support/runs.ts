@@ -1,5 +1,5 @@
 /** Runs and rows for tests, built with the API and the table's own key functions (never keys written by hand). */
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from './aws.ts';
 import type { TestServer } from './server.ts';
@@ -7,10 +7,26 @@ import type { TestServer } from './server.ts';
 /** The tenant of a server without API keys. */
 export const OPEN_TENANT = 'default';
 
-/** Creates a run through the API (a fresh id unless given) and returns its id. */
+/** What answers GraphQL: a test server, or a replica (which sends no key). */
+export interface GraphQLEndpoint {
+  // biome-ignore lint/suspicious/noExplicitAny: tests read deep into responses by path
+  gql(query: string, variables?: Record<string, unknown>, options?: { key?: string }): Promise<{ data?: any; errors?: unknown }>;
+}
+
+/**
+ * Creates a run through the API (a fresh id unless given) and returns its id; with `events`,
+ * appends that many (or one per payload given) of `type` after it.
+ */
 export async function newRun(
-  api: TestServer,
-  { budgetCap = 1000, task = 't', id = uniqueName('run'), key }: { budgetCap?: number; task?: string; id?: string; key?: string } = {},
+  api: GraphQLEndpoint,
+  {
+    budgetCap = 1000,
+    task = 't',
+    id = uniqueName('run'),
+    key,
+    events = 0,
+    type = 'step',
+  }: { budgetCap?: number; task?: string; id?: string; key?: string; events?: number | unknown[]; type?: string } = {},
 ) {
   const created = await api.gql(
     'mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }',
@@ -18,12 +34,17 @@ export async function newRun(
     { key },
   );
   if (created.data?.createRun?.__typename !== 'Run') throw new Error(`could not create run ${id}: ${JSON.stringify(created)}`);
+  const payloads = typeof events === 'number' ? Array.from({ length: events }, () => null) : events;
+  for (const payload of payloads) {
+    const appended = await appendEvent(api, id, { type, payload, key });
+    if (appended?.__typename !== 'Event') throw new Error(`could not append to run ${id}: ${JSON.stringify(appended)}`);
+  }
   return id;
 }
 
 /** Appends an event through the API and returns what appendEvent answered. */
 export async function appendEvent(
-  api: TestServer,
+  api: GraphQLEndpoint,
   runId: string,
   { type = 'step', payload = null as unknown, key }: { type?: string; payload?: unknown; key?: string } = {},
 ) {
@@ -35,17 +56,27 @@ export async function appendEvent(
   return answer.data?.appendEvent as { __typename: string; seq?: number };
 }
 
-/** Puts an event row straight into the table, as a service that bypasses the API would. */
+/** A table to write rows into directly: a test server's, or any through a document client. */
+export type TableWriter = TestServer | { table: string; doc: DynamoDBDocumentClient };
+
+/**
+ * Puts an event row straight into the table, as a service that bypasses the API would (so
+ * without the server's fast path: subscribers learn of it from the table's stream). The row
+ * has what the server writes; `bare` leaves out all but the keys, seq and type, as a careless
+ * writer might.
+ */
 export async function putEventRow(
-  api: TestServer,
+  where: TableWriter,
   runId: string,
   seq: number,
-  { type = 'direct', payload = { via: 'sdk' } as unknown, tenant = OPEN_TENANT } = {},
+  { type = 'direct', payload = { via: 'sdk' } as unknown, tenant = OPEN_TENANT, bare = false } = {},
 ) {
-  await api.server.clients.doc.send(
+  const doc = 'server' in where ? where.server.clients.doc : where.doc;
+  const full = { runId, payload, createdAt: new Date().toISOString() };
+  await doc.send(
     new PutCommand({
-      TableName: api.table,
-      Item: { ...keys.event(tenant, runId, seq), runId, seq, type, payload, createdAt: new Date().toISOString() },
+      TableName: where.table,
+      Item: { ...keys.event(tenant, runId, seq), seq, type, ...(bare ? {} : full) },
       ConditionExpression: 'attribute_not_exists(pk)',
     }),
   );
