@@ -30,6 +30,8 @@ export function tenures(records: _Record[]): Tenure[] {
     if (!image) continue;
     const row = unmarshall(image as never) as Record<string, unknown>;
     if (!String(row.pk).startsWith(`${SYSTEM_TENANT}#unit#`) || row.sk !== 'lease') continue;
+    // Stream shards' leases only: other system leases (the stall watcher's) are not shards.
+    if (!String(row.unitId).startsWith('shardId-')) continue;
     const shard = String(row.unitId);
     const token = Number(row.token);
     const key = `${shard}\u0000${token}`;
@@ -69,6 +71,8 @@ export function staleWrites(records: _Record[]) {
     if (!image) continue;
     const row = unmarshall(image as never) as Record<string, unknown>;
     if (!String(row.pk).startsWith(`${SYSTEM_TENANT}#unit#`) || row.sk !== 'lease') continue;
+    // Stream shards' leases only: other system leases (the stall watcher's) are not shards.
+    if (!String(row.unitId).startsWith('shardId-')) continue;
     const shard = String(row.unitId);
     const token = Number(row.token);
     if (token < (newest.get(shard) ?? 0)) found.push(`${row.owner} wrote ${shard} with token ${token} after token ${newest.get(shard)}`);
@@ -134,6 +138,8 @@ export function lineageViolations(records: _Record[], parents: Map<string, strin
     if (!image) continue;
     const row = unmarshall(image as never) as Record<string, unknown>;
     if (!String(row.pk).startsWith(`${SYSTEM_TENANT}#unit#`) || row.sk !== 'lease') continue;
+    // Stream shards' leases only: other system leases (the stall watcher's) are not shards.
+    if (!String(row.unitId).startsWith('shardId-')) continue;
     const shard = String(row.unitId);
     const parent = parents.get(shard);
     if (!held.has(shard) && parent && held.has(parent) && !drained.has(parent)) {

@@ -22,6 +22,7 @@ export const tiers = {
     // Whole servers, but in this process.
     'test/e2e/engine-partition-limits.test.ts',
     'test/e2e/reconnect.test.ts',
+    'test/e2e/throttled-appends.test.ts',
     'test/client/',
     'test/console/',
     'test/domain/',
@@ -31,6 +32,7 @@ export const tiers = {
     'test/schema/',
     'test/store/',
     'test/streams/',
+    'test/table/',
   ],
   long: [
     'test/schema/fuzz.test.ts',

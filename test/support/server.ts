@@ -19,6 +19,8 @@ export interface TestServer {
   server: RunningServer;
   /** DynamoDB requests made since the server started, by command name. */
   requests: string[];
+  /** The same requests with their input (to tell a request's own from the server's background work). */
+  requestInputs: { name: string; input: unknown }[];
   // biome-ignore lint/suspicious/noExplicitAny: tests read deep into responses by path
   gql<T = any>(query: string, variables?: Record<string, unknown>, options?: { key?: string }): Promise<GraphQLResponse<T>>;
 }
@@ -44,6 +46,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
       : { env: options as Record<string, string> };
   const table = opts.table ?? uniqueName('runplane');
   const requests: string[] = [];
+  const requestInputs: TestServer['requestInputs'] = [];
   const config = loadConfig({
     PORT: '0',
     AWS_ENDPOINT_URL_DYNAMODB: opts.endpoint ?? inject('dynamodbEndpoint'),
@@ -62,6 +65,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
       dynamo.middlewareStack.add(
         (next, context) => (args) => {
           requests.push(context.commandName ?? 'unknown');
+          requestInputs.push({ name: context.commandName ?? 'unknown', input: args.input });
           return next(args);
         },
         { step: 'initialize', name: 'countRequests' },
@@ -74,6 +78,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
     table,
     server,
     requests,
+    requestInputs,
     gql: async (query, variables = {}, { key } = {}) => {
       const response = await fetch(server.url, {
         method: 'POST',
