@@ -46,6 +46,67 @@ async function fencedAppends(url: string, samples: number) {
   return { plain: stats(times.plain), fenced: stats(times.fenced), ratio: percentile(times.fenced, 50) / percentile(times.plain, 50) };
 }
 
+/**
+ * The same with 16 writers at once on each run (group commit: a batch is one transaction either
+ * way, and a fenced batch adds one claim check): appends a second and p50, alternating rounds.
+ */
+async function concurrentFencedAppends(url: string, rounds: number, writers = 16, perWriter = 20) {
+  const gql = graphqlClient(url);
+  const [plain, fenced] = [id('plain-many'), id('fenced-many')];
+  for (const runId of [plain, fenced])
+    await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
+      input: { id: runId, task: 'bench', budgetCap: 1 },
+    });
+  const claimed = await gql('mutation($input: ClaimRunInput!) { claimRun(input: $input) { ... on RunClaim { token } } }', {
+    input: { runId: fenced, holder: 'bench', ttlSeconds: 3600 },
+  });
+  const token = (claimed as { claimRun: { token: number } }).claimRun.token;
+  const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
+  const round = async (runId: string, fencingToken?: number) => {
+    const times: number[] = [];
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: writers }, async () => {
+        for (let i = 0; i < perWriter; i++) {
+          const at = performance.now();
+          await gql(APPEND, { input: { runId, type: 'step', payload: { n: 1 }, fencingToken } });
+          times.push(performance.now() - at);
+        }
+      }),
+    );
+    return { perSecond: (writers * perWriter) / ((performance.now() - started) / 1000), times };
+  };
+  await round(plain);
+  await round(fenced, token);
+  const plainRounds: Awaited<ReturnType<typeof round>>[] = [];
+  const fencedRounds: Awaited<ReturnType<typeof round>>[] = [];
+  for (let i = 0; i < rounds; i++) {
+    if (i % 2) {
+      plainRounds.push(await round(plain));
+      fencedRounds.push(await round(fenced, token));
+    } else {
+      fencedRounds.push(await round(fenced, token));
+      plainRounds.push(await round(plain));
+    }
+  }
+  const rate = (list: typeof plainRounds) =>
+    percentile(
+      list.map((r) => r.perSecond),
+      50,
+    );
+  const p50 = (list: typeof plainRounds) =>
+    percentile(
+      list.flatMap((r) => r.times),
+      50,
+    );
+  return {
+    writers,
+    plain: { perSecond: rate(plainRounds), p50: p50(plainRounds) },
+    fenced: { perSecond: rate(fencedRounds), p50: p50(fencedRounds) },
+    ratio: p50(fencedRounds) / p50(plainRounds),
+  };
+}
+
 /** From cancelRun sent (to `opsUrl`) until the worker's withRun signal (on `workerUrl`) aborts. */
 async function cancelToSignal(workerUrl: string, opsUrl: string, samples: number) {
   const worker = createRunplane({ url: workerUrl, webSocketImpl: WebSocket });
@@ -116,6 +177,7 @@ async function stallDelay(url: string, samples: number, ttlSeconds: number) {
 
 export interface ClaimsResult {
   fencedAppend: Awaited<ReturnType<typeof fencedAppends>>;
+  fencedAppendConcurrent: Awaited<ReturnType<typeof concurrentFencedAppends>>;
   cancelSameReplica: ReturnType<typeof stats>;
   cancelAcrossReplicas: ReturnType<typeof stats>;
   stall: ReturnType<typeof stats> & { checkSeconds: number; ttlSeconds: number };
@@ -128,10 +190,12 @@ export async function claimsSection(step: (what: string) => void) {
   step('claims: a fenced append against an unfenced one; cancel to the worker`s signal; stall detection');
   const server = await startServerProcess({ RUNPLANE_STALL_CHECK_SECONDS: String(checkSeconds) });
   let fencedAppend: ClaimsResult['fencedAppend'];
+  let fencedAppendConcurrent: ClaimsResult['fencedAppendConcurrent'];
   let cancelSameReplica: ClaimsResult['cancelSameReplica'];
   let stall: ReturnType<typeof stats>;
   try {
     fencedAppend = await fencedAppends(server.url, 600);
+    fencedAppendConcurrent = await concurrentFencedAppends(server.url, 6);
     cancelSameReplica = await cancelToSignal(server.url, server.url, 40);
     stall = await stallDelay(server.url, 30, ttlSeconds);
   } finally {
@@ -175,7 +239,13 @@ export async function claimsSection(step: (what: string) => void) {
     await redis.kill();
     await engine.stop();
   }
-  const result: ClaimsResult = { fencedAppend, cancelSameReplica, cancelAcrossReplicas, stall: { ...stall, checkSeconds, ttlSeconds } };
+  const result: ClaimsResult = {
+    fencedAppend,
+    fencedAppendConcurrent,
+    cancelSameReplica,
+    cancelAcrossReplicas,
+    stall: { ...stall, checkSeconds, ttlSeconds },
+  };
   const ms = (v: number) => `${v.toFixed(1)} ms`;
   const rows: [string, string, string, string][] = [
     [
@@ -183,6 +253,12 @@ export async function claimsSection(step: (what: string) => void) {
       `${ms(fencedAppend.fenced.p50)} / ${ms(fencedAppend.fenced.p99)}`,
       `unfenced, same run shape: ${ms(fencedAppend.plain.p50)} / ${ms(fencedAppend.plain.p99)}`,
       `${fencedAppend.ratio.toFixed(2)}x (p50; target <= 1.10x)`,
+    ],
+    [
+      `appendEvent fenced, ${fencedAppendConcurrent.writers} writers at once on the run (group commit; p50, appends/s)`,
+      `${ms(fencedAppendConcurrent.fenced.p50)}, ${Math.round(fencedAppendConcurrent.fenced.perSecond)}/s`,
+      `unfenced: ${ms(fencedAppendConcurrent.plain.p50)}, ${Math.round(fencedAppendConcurrent.plain.perSecond)}/s`,
+      `${fencedAppendConcurrent.ratio.toFixed(2)}x (p50)`,
     ],
     [
       'cancelRun -> the holder`s withRun signal, same replica (p50 / p99)',

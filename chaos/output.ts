@@ -117,7 +117,8 @@ export function startOutputLoad({
         );
       });
       clearTimeout(drop);
-      await client.dispose();
+      // A socket that failed while connecting fails its dispose too: the reader resumes all the same.
+      await Promise.resolve(client.dispose()).catch(() => undefined);
       if (!reader.final) {
         reader.resumes++;
         await sleep(50 + Math.random() * 100);
