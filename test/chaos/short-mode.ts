@@ -2,7 +2,7 @@
  * The chaos harness in its short mode: each fault scenario against a real engine process and
  * real server processes, a few seconds of load, then every invariant checked over the history
  * and the table. `npm run chaos` runs the same scenarios longer, one after another. Here they
- * are split over two test files, so that vitest runs them side by side.
+ * are in two groups, run one after the other in test/chaos/chaos.test.ts.
  */
 import { describe, expect, test } from 'vitest';
 import { runScenario, type Scenario, scenarios } from '../../chaos/scenarios.ts';
@@ -12,14 +12,11 @@ import { noRedis } from '../support/redis.ts';
 const SECONDS = 4;
 /**
  * More for a scenario that must make something happen under its load: the stalled readers need
- * enough large events for a stall to put a feed behind, with another scenario on the machine.
+ * enough large events for a stall to put a feed behind, with other tests on the machine.
  */
 const LONGER: Record<string, number> = { 'stalled-readers': 8 };
 
-/**
- * The scenarios of the first file, by name; the other file takes every other scenario. Two
- * files: each scenario runs an engine, servers and load, and two at once is what 2 cores carry.
- */
+/** The scenarios of the first group, by name; the other group takes every other scenario. */
 export const groups = {
   engine: ['engine-restart', 'server-restart', 'throttling', 'transaction-conflicts', 'iterator-expiry', 'lost-responses'],
 } as const;
@@ -38,7 +35,7 @@ function scenariosOf(group: Group): Scenario[] {
 }
 
 export function shortMode(group: Group) {
-  describe('chaos, short mode', () => {
+  describe(`chaos, short mode (${group})`, () => {
     const chosen = scenariosOf(group);
     test('the group has scenarios', () => expect(chosen.length).toBeGreaterThan(0));
     // The replica scenarios need a redis-server (test/support/redis.ts says when there is none).
