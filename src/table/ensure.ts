@@ -49,9 +49,14 @@ export async function ensureTable(client: DynamoDBClient, tableName: string, opt
   const { TimeToLiveDescription } = await client.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
   const ttl = TimeToLiveDescription?.TimeToLiveStatus;
   if (ttl === 'DISABLED' && options.create) {
-    await client.send(
-      new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { Enabled: true, AttributeName: TTL_ATTRIBUTE } }),
-    );
+    try {
+      await client.send(
+        new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { Enabled: true, AttributeName: TTL_ATTRIBUTE } }),
+      );
+    } catch (err) {
+      // Another replica starting on the same new table turned it on between our read and this.
+      if (!(err instanceof Error && err.name === 'ValidationException' && /already enabled/i.test(err.message))) throw err;
+    }
   } else if (ttl === 'DISABLED') {
     options.log?.warn(`TTL is off on table ${tableName}; expired rows will stay (reads still treat them as absent)`);
   }

@@ -2,7 +2,7 @@
  * The API when DynamoDB misbehaves, on an engine of this file's own: responses lost after
  * a write was applied (the SDK resends it), transaction conflicts, tables still CREATING.
  */
-import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Engine } from '../../src/engine/index.ts';
@@ -145,6 +145,17 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
     expect(data.run.lastSeq).toBe(20);
     expect(data.run.events.edges).toHaveLength(20);
     expect(data.run.events.pageInfo.hasNextPage).toBe(false);
+  });
+
+  test('replicas starting at once on a new table all start: one creates it and turns TTL on, the others find it so', async () => {
+    const client = dynamoClient({ endpoint: engine.endpoint });
+    const name = uniqueName('together');
+    // Each call reads TTL as off before any has turned it on, then turns it on: all but one are told it already is.
+    const results = await Promise.allSettled(Array.from({ length: 4 }, () => ensureTable(client, name, { create: true })));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+    expect(results.filter((r) => r.status === 'fulfilled' && r.value).length).toBe(1);
+    const { TimeToLiveDescription } = await client.send(new DescribeTimeToLiveCommand({ TableName: name }));
+    expect(TimeToLiveDescription?.TimeToLiveStatus).toBe('ENABLED');
   });
 
   test('a server starting while its table is still CREATING waits until it is ACTIVE', async () => {
