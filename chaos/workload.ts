@@ -131,17 +131,18 @@ export function startWorkload(options: WorkloadOptions) {
       if (hedge && attempts === 1) {
         const other = () => urls[(urls.indexOf(url()) + 1) % urls.length] as string;
         const both = await Promise.all([send(query, { input }), graphql(other, history)(query, { input })]);
-        answer = both.find((a) => a.data) ?? (both[0] as Answer);
-        // An applied append is stored with its key: both get the same answer. A refusal applies
-        // nothing and leaves the key free, so each is judged when it comes (ClaimLost may name
-        // whoever holds the run by then): refusals agree by kind.
+        // The answer that applied it, if one did (the other may be a refusal judged at another moment).
+        const applied = (a: Answer) => (a.data && Object.values(a.data)[0])?.__typename === 'Event';
+        answer = both.find(applied) ?? both.find((a) => a.data) ?? (both[0] as Answer);
+        // An applied append is stored with its key: every answer that applied it is the same.
+        // A refusal applies nothing and leaves the key free, so each attempt is judged when it
+        // comes (a claim may run out between the two, or another holder be named): refusals
+        // may differ, from each other and from the twin that applied it.
         const answered = new Set(
           both
-            .filter((a) => a.data)
-            .map((a) => {
-              const result = Object.values(a.data ?? {})[0];
-              return result?.__typename === 'Event' ? JSON.stringify(a.data) : String(result?.__typename);
-            }),
+            .map((a) => a.data && Object.values(a.data)[0])
+            .filter((result) => result?.__typename === 'Event')
+            .map((result) => JSON.stringify(result)),
         );
         if (answered.size > 1) history.unexpected.push(`one keyed append answered ${[...answered].join(' and ')}`);
       } else answer = await send(query, { input });
