@@ -16,10 +16,12 @@ import { percentile } from './stats.ts';
 const id = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
 const stats = (xs: number[]) => ({ p50: percentile(xs, 50), p99: percentile(xs, 99), samples: xs.length });
 
-/** Fenced and unfenced appends alternately, one run each, so both meet the same load. */
-async function fencedAppends(url: string, samples: number) {
+const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
+
+/** Two runs alike, the second claimed (its token fences the appends to it). */
+async function fencedPair(url: string, plainName: string, fencedName: string) {
   const gql = graphqlClient(url);
-  const [plain, fenced] = [id('plain'), id('fenced')];
+  const [plain, fenced] = [id(plainName), id(fencedName)];
   for (const runId of [plain, fenced])
     await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
       input: { id: runId, task: 'bench', budgetCap: 1 },
@@ -27,8 +29,12 @@ async function fencedAppends(url: string, samples: number) {
   const claimed = await gql('mutation($input: ClaimRunInput!) { claimRun(input: $input) { ... on RunClaim { token } } }', {
     input: { runId: fenced, holder: 'bench', ttlSeconds: 3600 },
   });
-  const token = (claimed as { claimRun: { token: number } }).claimRun.token;
-  const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
+  return { gql, plain, fenced, token: (claimed as { claimRun: { token: number } }).claimRun.token };
+}
+
+/** Fenced and unfenced appends alternately, one run each, so both meet the same load. */
+async function fencedAppends(url: string, samples: number) {
+  const { gql, plain, fenced, token } = await fencedPair(url, 'plain', 'fenced');
   const append = (runId: string, fencingToken?: number) => gql(APPEND, { input: { runId, type: 'step', payload: { n: 1 }, fencingToken } });
   for (let i = 0; i < 100; i++) {
     await append(plain);
@@ -51,17 +57,7 @@ async function fencedAppends(url: string, samples: number) {
  * way, and a fenced batch adds one claim check): appends a second and p50, alternating rounds.
  */
 async function concurrentFencedAppends(url: string, rounds: number, writers = 16, perWriter = 20) {
-  const gql = graphqlClient(url);
-  const [plain, fenced] = [id('plain-many'), id('fenced-many')];
-  for (const runId of [plain, fenced])
-    await gql('mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }', {
-      input: { id: runId, task: 'bench', budgetCap: 1 },
-    });
-  const claimed = await gql('mutation($input: ClaimRunInput!) { claimRun(input: $input) { ... on RunClaim { token } } }', {
-    input: { runId: fenced, holder: 'bench', ttlSeconds: 3600 },
-  });
-  const token = (claimed as { claimRun: { token: number } }).claimRun.token;
-  const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';
+  const { gql, plain, fenced, token } = await fencedPair(url, 'plain-many', 'fenced-many');
   const round = async (runId: string, fencingToken?: number) => {
     const times: number[] = [];
     const started = performance.now();
