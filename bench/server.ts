@@ -1,6 +1,8 @@
 /** The processes under test: each in a process of its own (the load generator must not share their event loop). */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { nodeArgs } from '../scripts/process-bundles.ts';
 
 export interface BenchProcess {
   pid: number;
@@ -37,7 +39,7 @@ export async function startProcess(
 ): Promise<BenchProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
-    [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeFlags, '--import', 'tsx', script, ...args],
+    [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeFlags, ...nodeArgs(script), ...args],
     {
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
       stdio: ['ignore', 'pipe', quiet ? 'pipe' : 'inherit', ...(ipc ? (['ipc'] as const) : [])],

@@ -16,6 +16,7 @@ import { join, relative } from 'node:path';
 export const tiers = {
   unit: [
     'test/config.test.ts',
+    'test/scripts/',
     'test/tiers.test.ts',
     'test/wait.test.ts',
     'test/chaos/checkers.test.ts',

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect, test } from 'vitest';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { ANSWER_TOKENS, runDemo } from '../../src/cli/demo.ts';
 import { startTestServer } from '../support/server.ts';
 
 test("npm run demo prints the lab's five blocks from real GraphQL calls", async () => {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/demo.ts', '--own'], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [...nodeArgs('src/cli/demo.ts'), '--own'], { timeout: 60_000 });
   const lines = stdout.split('\n');
   const block = (title: string) => lines.slice(lines.findIndex((l) => l.includes(title)) + 1).join('\n');
 

@@ -1,14 +1,16 @@
 /** `npm run tail` as an operator runs it: a child process printing a run's events, surviving a server restart. */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
 import { expect, test } from 'vitest';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
 import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
 function tail(args: string[]) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/tail.ts', ...args]);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs('src/cli/tail.ts'), ...args]);
   const out = { lines: [] as string[], err: '' };
   let buffer = '';
   child.stdout?.on('data', (chunk) => {

@@ -5,10 +5,12 @@
  * interval, with exactly one run.stalled however many replicas watch, and another worker takes
  * it over at the next seq.
  */
+
 import { spawn } from 'node:child_process';
 import { createRunplane, RunplaneError } from 'runplane/client';
 import { describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { uniqueName } from '../support/aws.ts';
 import { leftoversAfterEach } from '../support/leftovers.ts';
 import { noRedis, redisForFile } from '../support/redis.ts';
@@ -80,7 +82,7 @@ describe.skipIf(noRedis)('run claims over replicas', () => {
     const runId = await newRun(a);
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'test/support/claim-worker.ts', a.url, runId, 'doomed', String(WORKER_TTL_SECONDS)],
+      [...nodeArgs('test/support/claim-worker.ts'), a.url, runId, 'doomed', String(WORKER_TTL_SECONDS)],
       {
         env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
       },

@@ -10,7 +10,7 @@ import { waitFor } from '../support/wait.ts';
 const dataDir = mkdtempSync(join(tmpdir(), 'runplane-start-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-const start = (env: Record<string, string>) => startMain({ RUNPLANE_DATA_DIR: dataDir, ...env });
+const start = (env: Record<string, string>) => startMain({ RUNPLANE_DATA_DIR: dataDir, ...env }, { throughTsx: true });
 
 async function graphql(url: string, query: string) {
   const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }) });

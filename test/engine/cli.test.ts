@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, test } from 'vitest';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { help, parseEngineArgs } from '../../src/engine/args.ts';
 import { dynamoClient } from '../support/aws.ts';
 import { waitFor } from '../support/wait.ts';
@@ -74,7 +75,7 @@ describe('engine flags', () => {
 });
 
 test('npm run engine serves DynamoDB and stops cleanly on SIGTERM', async () => {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/engine/cli.ts', '--port', '0', '--in-memory'], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs('src/engine/cli.ts'), '--port', '0', '--in-memory'], {
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   });
   let output = '';

@@ -3,6 +3,7 @@
  * the engine is killed at, a table is there with its stream or not at all. What a crash
  * left behind in data from before (a deleted table's stream and TTL) is cleaned up on start.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DescribeStreamCommand, ListStreamsCommand } from '@aws-sdk/client-dynamodb-streams';
 import { afterEach, describe, expect, test } from 'vitest';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { createStore } from '../../src/engine/dynalite.ts';
 import { createTestTable, dynamoClient, streamsClient } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
@@ -34,7 +36,7 @@ function tempDir() {
 
 /** `npm run engine -- --data <dir>` as a child process, to be killed as a crash would. */
 async function engineProcess(dataDir: string) {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/engine/cli.ts', '--port', '0', '--data', dataDir], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs('src/engine/cli.ts'), '--port', '0', '--data', dataDir], {
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   });
   let output = '';

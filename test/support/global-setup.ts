@@ -3,7 +3,9 @@
  * With RUNPLANE_TEST_DYNAMODB_ENDPOINT set, the suites run against that endpoint instead
  * (tests that need the embedded engine's controls are skipped there).
  */
+import { rmSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
+import { buildProcessBundles } from '../../scripts/process-bundles.ts';
 import { startEngine } from '../../src/engine/index.ts';
 import { assertTestEndpoint } from './endpoint.ts';
 
@@ -15,13 +17,30 @@ declare module 'vitest' {
   }
 }
 
+/** Where this test run keeps its bundles of the processes the tests start (inside the repository: packages resolve from it). */
+const BUNDLES = new URL(`../../node_modules/.cache/runplane-process-bundles/${process.pid}/`, import.meta.url).pathname;
+
+/** Built once for every tier of the run (each tier's setup runs in this one process), removed after the last. */
+let bundles: Promise<void> | undefined;
+let tiersUsingBundles = 0;
+
+async function useBundles() {
+  tiersUsingBundles++;
+  bundles ??= buildProcessBundles(BUNDLES);
+  await bundles;
+  return () => {
+    if (--tiersUsingBundles === 0) rmSync(BUNDLES, { recursive: true, force: true });
+  };
+}
+
 export default async function setup(project: TestProject) {
+  const releaseBundles = await useBundles();
   const external = process.env.RUNPLANE_TEST_DYNAMODB_ENDPOINT;
   if (external) {
     assertTestEndpoint(external);
     project.provide('dynamodbEndpoint', external);
     project.provide('embeddedEngine', false);
-    return;
+    return releaseBundles;
   }
   // Lock waits without a bound: on a loaded machine a 2 s wait behind other tests' writes must
   // not turn into a TransactionConflict the test did not ask for (test/engine/locks.test.ts
@@ -29,5 +48,8 @@ export default async function setup(project: TestProject) {
   const engine = await startEngine({ lockWaitMs: Number.POSITIVE_INFINITY });
   project.provide('dynamodbEndpoint', engine.endpoint);
   project.provide('embeddedEngine', true);
-  return () => engine.close();
+  return async () => {
+    await engine.close();
+    releaseBundles();
+  };
 }

@@ -1,5 +1,6 @@
 /** `src/main.ts` as `npm start` runs it: a child process on a random port, its output kept for asserting. */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { nodeArgs } from '../../scripts/process-bundles.ts';
 
 export interface MainProcess {
   child: ChildProcess;
@@ -9,8 +10,13 @@ export interface MainProcess {
   output(): string;
 }
 
-export function startMain(env: Record<string, string>): MainProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: '0', ...env } });
+/**
+ * Starts the server from the test run's bundle of it (scripts/process-bundles.ts), or with
+ * `throughTsx` from its source through tsx, as `npm start` does.
+ */
+export function startMain(env: Record<string, string>, { throughTsx = false } = {}): MainProcess {
+  const args = throughTsx ? ['--import', 'tsx', 'src/main.ts'] : nodeArgs('src/main.ts');
+  const child = spawn(process.execPath, args, { env: { ...process.env, PORT: '0', ...env } });
   let output = '';
   child.stdout?.on('data', (chunk) => {
     output += chunk;
