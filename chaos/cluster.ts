@@ -126,8 +126,8 @@ export async function startCluster(
   };
 
   await startEngine();
-  // One at a time: the first creates the table.
-  for (let i = 0; i < servers; i++) await startServer(i);
+  // All at once: one creates the table, the others find it created (or being created) and wait for it.
+  await Promise.all(Array.from({ length: servers }, (_, i) => startServer(i)));
   return {
     table,
     engineEndpoint,

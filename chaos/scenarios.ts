@@ -290,6 +290,8 @@ export interface Report {
   /** Charges and appends refused at the cap (the cap check was exercised). */
   budgetRefusals: number;
   violations: string[];
+  /** Seconds each phase took: the cluster's start, the load, keeping it on until exercised, draining, catching up, checking, stopping. */
+  phases: Record<string, number>;
   /** Where the history was written when there were violations (times: performance.now() of the runner). */
   historyFile?: string;
   unexpected: string[];
@@ -353,9 +355,17 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
 
 /** Runs one scenario for `seconds` of load and checks it. */
 export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
-  const cluster = await startCluster(scenario.servers ?? 2, scenario.serverEnv, { redis: scenario.redis, engineArgs: scenario.engineArgs });
-  const history = new History();
   const began = performance.now();
+  const phases: Record<string, number> = {};
+  let phaseFrom = began;
+  const phase = (name: string) => {
+    const now = performance.now();
+    phases[name] = Number(((now - phaseFrom) / 1000).toFixed(2));
+    phaseFrom = now;
+  };
+  const cluster = await startCluster(scenario.servers ?? 2, scenario.serverEnv, { redis: scenario.redis, engineArgs: scenario.engineArgs });
+  phase('start');
+  const history = new History();
   try {
     const runs = ['alpha', 'beta', 'gamma'];
     const claimRuns = ['claimed-1', 'claimed-2'];
@@ -423,6 +433,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     }, 200);
     const loadFrom = performance.now();
     const faults = await Promise.all([scenario.fault(cluster, seconds * 1000), sleep(seconds * 1000)]).then(([n]) => n);
+    phase('load');
     // A slow machine gets through less in the same seconds: the load stays on until it has
     // exercised what the checks rely on (every kind of write, the cap, a resume), or a minute more.
     const exercised = () =>
@@ -431,9 +442,11 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       workload.subscriptions.some((s) => s.resumes > 0);
     const exerciseDeadline = performance.now() + 60_000;
     while (!exercised() && performance.now() < exerciseDeadline) await sleep(100);
+    phase('exercise');
     // The faults are over: everything still under way must now get through on its own.
     await workload.stopLoad(30_000);
     await output.stop(30_000);
+    phase('drain');
     const unresolved = history.operations.filter((o) => o.outcome === 'unknown' && o.input.idempotencyKey);
     // Subscribers catch up with the runs as they now stand, or the check below says what they missed.
     const watched = [...runs, ...claimRuns, probeRun, rawRun, ...(scenario.stalledReaders ? [bulkRun] : [])];
@@ -443,6 +456,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
     while (!caughtUp() && performance.now() < deadline) await sleep(50);
     await workload.stopSubscribers();
     clearInterval(sampling);
+    phase('catch-up');
     state = await snapshot(cluster, watched);
     const violations = [
       ...unresolved.map(
@@ -477,6 +491,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ),
     );
     if (!readiness.every(Boolean)) violations.push(`a server is not ready after the faults ended: ${readiness.join(', ')}`);
+    phase('check');
     // What it takes to find out why: the whole history, what subscribers got, the table.
     let historyFile: string | undefined;
     if (violations.length) {
@@ -513,8 +528,11 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       violations,
       historyFile,
       unexpected: history.unexpected,
+      // Completed below, as the cluster stops.
+      phases,
     };
   } finally {
     await cluster.stop();
+    phase('stop');
   }
 }

@@ -44,7 +44,7 @@ export function shortMode(group: Group) {
       async (_name, scenario) => {
         const report = await runScenario(scenario, LONGER[scenario.name] ?? SECONDS);
         console.log(
-          `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.budgetRefusals} cap refusals, ${report.violations.length} violations`,
+          `${report.scenario}: ${report.requests} requests, ${report.acknowledgedWrites} acknowledged writes, ${report.faults} faults, ${report.stalls} stalls, ${report.subscriberResumes} resumes, ${report.budgetRefusals} cap refusals, ${report.violations.length} violations; seconds by phase ${JSON.stringify(report.phases)}`,
         );
         expect(report.violations, `history: ${report.historyFile}`).toEqual([]);
         // The load and the fault both happened: a quiet run proves nothing. (How much load a few
