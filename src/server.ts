@@ -15,7 +15,7 @@ import { schema } from './schema/index.ts';
 import { responseLimit } from './schema/response-limit.ts';
 import { createStores, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
-import { ThrottleCounts } from './store/throttles.ts';
+import { ThrottleCounts, type ThrottleRetry } from './store/throttles.ts';
 import { topics } from './streams/changes.ts';
 import { type Live, startLive } from './streams/live.ts';
 import { createOutputWriter, type OutputWriter } from './streams/output-writer.ts';
@@ -60,6 +60,8 @@ export interface ServerOptions {
   maxSendsInFlight?: number;
   /** envelop plugins after the server's own (tracing, metrics): they see every operation, over HTTP, SSE and WebSocket, and every subscription event. */
   plugins?: EnvelopPlugin[];
+  /** How throttled writes are tried again (default THROTTLE_RETRY: 10 tries; tests shorten the waits). */
+  throttleRetry?: ThrottleRetry;
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<RunningServer> {
@@ -98,6 +100,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       // Every write's changes reach this server's subscribers (and the other replicas') as it lands.
       publish: (change: Change) => live?.publish(change),
       throttles,
+      throttleRetry: options.throttleRetry,
     };
     const stores = createStores(storeDeps);
     live = await startLive({

@@ -44,6 +44,11 @@ export const tiers = {
     'test/schema/group-commit.test.ts',
     'test/http/limits.test.ts',
     'test/schema/run-state.test.ts',
+    // Real time: claims and leases running out, gaps waited out.
+    'test/client/streams.test.ts',
+    'test/client/lease.test.ts',
+    'test/schema/claims.test.ts',
+    'test/schema/late-holes.test.ts',
   ],
   e2e: [
     'test/e2e/',

@@ -199,7 +199,8 @@ describe.skipIf(onlyEmbedded)('DynamoDB unreachable or throttling', () => {
   let own: TestServer;
   beforeAll(async () => {
     ({ engine } = await ownEngine());
-    own = await startTestServer({ endpoint: engine.endpoint });
+    // Two tries, no wait between them: the refusal, not the patience before it, is what is tested here.
+    own = await startTestServer({ endpoint: engine.endpoint, throttleRetry: { attempts: 2, backoff: { firstMs: 1, maxMs: 1 } } });
   });
   afterAll(() => engine.close());
 

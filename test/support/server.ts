@@ -34,6 +34,7 @@ export interface TestServerOptions {
   poll?: ServerOptions['poll'];
   /** envelop plugins after the server's own. */
   plugins?: ServerOptions['plugins'];
+  throttleRetry?: ServerOptions['throttleRetry'];
   /** Stop it after the test file (default) or leave that to the test. */
   stopAfterAll?: boolean;
 }
@@ -41,7 +42,7 @@ export interface TestServerOptions {
 /** Starts a server (stopped after the test file unless told otherwise). */
 export async function startTestServer(options: TestServerOptions | Record<string, string> = {}): Promise<TestServer> {
   const opts: TestServerOptions =
-    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options || 'plugins' in options
+    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options || 'plugins' in options || 'throttleRetry' in options
       ? options
       : { env: options as Record<string, string> };
   const table = opts.table ?? uniqueName('runplane');
@@ -61,6 +62,7 @@ export async function startTestServer(options: TestServerOptions | Record<string
   const server = await startServer(config, {
     poll: opts.poll,
     plugins: opts.plugins,
+    throttleRetry: opts.throttleRetry,
     onClients: ({ dynamo }) =>
       dynamo.middlewareStack.add(
         (next, context) => (args) => {
