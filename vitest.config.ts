@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
-import { filesOf, inProcessTiers, type Tier, tiers } from './test/tiers.ts';
+import { filesOf, type Tier, tiers } from './test/tiers.ts';
 
 const require = createRequire(import.meta.url);
 const root = import.meta.dirname;
@@ -13,9 +13,9 @@ const project = (name: Tier) => ({
     include: filesOf(root, name),
     // One engine per tier for its files, shared by them over real HTTP.
     globalSetup: ['test/support/global-setup.ts'],
-    // In-process files share a worker's modules (the server's import is most of a small file's
-    // cost); each starts servers of its own and stops them after itself.
-    ...(inProcessTiers.includes(name) ? { isolate: false } : {}),
+    // Files share a worker's modules (the server's import is most of a small file's cost); each
+    // starts servers and processes of its own and stops them after itself.
+    isolate: false,
   },
 });
 
