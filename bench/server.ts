@@ -8,6 +8,8 @@ export interface BenchProcess {
   pid: number;
   /** What the process printed on stdout, up to now. */
   output(): string;
+  /** How it ended (`exit code 1`, `signal SIGKILL`), or undefined while it runs. */
+  ended(): string | undefined;
   /** Resident set size of the process, in MiB. */
   rssMiB(): number;
   /** CPU time the process has used (user + system), in seconds. */
@@ -65,6 +67,7 @@ export async function startProcess(
   return {
     pid: child.pid as number,
     output: () => output,
+    ended: () => (child.exitCode !== null ? `exit code ${child.exitCode}` : child.signalCode !== null ? `signal ${child.signalCode}` : undefined),
     rssMiB() {
       try {
         const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');

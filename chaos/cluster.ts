@@ -57,6 +57,8 @@ export interface Cluster {
   redisCommand(command: string, ...args: (string | number)[]): Promise<unknown>;
   /** The Redis Stream the replicas fan out through. */
   redisStream: string;
+  /** What server `index` printed, and how it ended if it did (a server found not ready says why). */
+  serverLog(index: number): string;
   /** The index of the server holding the stream's shard now (by its /metrics), if one does. */
   shardOwner(): Promise<number | undefined>;
   stop(): Promise<void>;
@@ -146,6 +148,11 @@ export async function startCluster(
       running[index] = undefined;
     },
     startServer,
+    serverLog: (index) => {
+      const server = running[index];
+      if (!server) return 'not running';
+      return `${server.ended() ?? 'running'}; its last output:\n${server.output().slice(-4_000)}`;
+    },
     killRedis: async () => redisProcess?.kill(),
     startRedis: async () => redisProcess?.start(),
     redisCommand,

@@ -491,6 +491,9 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
       ),
     );
     if (!readiness.every(Boolean)) violations.push(`a server is not ready after the faults ended: ${readiness.join(', ')}`);
+    readiness.forEach((ready, i) => {
+      if (!ready) violations.push(`server ${i}: ${cluster.serverLog(i)}`);
+    });
     phase('check');
     // What it takes to find out why: the whole history, what subscribers got, the table.
     let historyFile: string | undefined;
