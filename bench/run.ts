@@ -24,6 +24,7 @@ import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
 import { ms, percentile, ratio } from './stats.ts';
 import { subscriptionLatency } from './subscription-latency.ts';
+import { targetsOf, targetsTable } from './targets.ts';
 
 /** The stream poller's pace (src/streams/poller.ts defaults). */
 const POLL_MIN_MS = 200;
@@ -195,11 +196,14 @@ async function main() {
   }
 
   results.seconds = (performance.now() - began) / 1000;
+  const targets = targetsOf(results);
+  results.targets = targets;
   const widths = [0, 1, 2, 3].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0), 8));
   const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padEnd(widths[i] as number)).join(' | ')} |`;
   console.log(line(['benchmark', 'result', 'baseline (same run)', 'ratio']));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows) console.log(line(row));
+  if (targets.length) console.log(`\nAgainst the third round's targets (this run):\n\n${targetsTable(targets)}`);
   mkdirSync('bench/results', { recursive: true });
   writeFileSync(`bench/results/${resultsFile}`, `${JSON.stringify(results, null, 2)}\n`);
   console.log(

@@ -67,7 +67,8 @@ export async function startProcess(
   return {
     pid: child.pid as number,
     output: () => output,
-    ended: () => (child.exitCode !== null ? `exit code ${child.exitCode}` : child.signalCode !== null ? `signal ${child.signalCode}` : undefined),
+    ended: () =>
+      child.exitCode !== null ? `exit code ${child.exitCode}` : child.signalCode !== null ? `signal ${child.signalCode}` : undefined,
     rssMiB() {
       try {
         const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
