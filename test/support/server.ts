@@ -42,7 +42,12 @@ export interface TestServerOptions {
 /** Starts a server (stopped after the test file unless told otherwise). */
 export async function startTestServer(options: TestServerOptions | Record<string, string> = {}): Promise<TestServer> {
   const opts: TestServerOptions =
-    'env' in options || 'endpoint' in options || 'table' in options || 'poll' in options || 'plugins' in options || 'throttleRetry' in options
+    'env' in options ||
+    'endpoint' in options ||
+    'table' in options ||
+    'poll' in options ||
+    'plugins' in options ||
+    'throttleRetry' in options
       ? options
       : { env: options as Record<string, string> };
   const table = opts.table ?? uniqueName('runplane');
