@@ -16,6 +16,8 @@ const IdempotencyConflictFields = graphql(`fragment IdempotencyConflictFields on
 /** ClaimLost's holder and token are null when nobody holds the run: aliased, so they sit beside RunClaim's non-null ones. */
 const ClaimLostFields = graphql(`fragment ClaimLostFields on ClaimLost { message runId currentHolder: holder currentToken: token }`);
 const ClaimFields = graphql(`fragment ClaimFields on RunClaim { id runId holder token acquiredAt expiresAt version }`);
+const RunNotFoundFields = graphql(`fragment RunNotFoundFields on RunNotFound { message runId }`);
+const BudgetExceededFields = graphql(`fragment BudgetExceededFields on BudgetExceeded { message runId cap spent remaining requested }`);
 
 export const CreateRun = graphql(
   `mutation CreateRun($input: CreateRunInput!) {
@@ -35,13 +37,13 @@ export const AppendEvent = graphql(
       __typename
       ...EventFields
       ... on SequenceConflict { message runId seq lastSeq }
-      ... on RunNotFound { message runId }
-      ... on BudgetExceeded { message runId cap spent remaining requested }
+      ...RunNotFoundFields
+      ...BudgetExceededFields
       ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [EventFields, ClaimLostFields, IdempotencyConflictFields],
+  [EventFields, ClaimLostFields, IdempotencyConflictFields, RunNotFoundFields, BudgetExceededFields],
 );
 
 export const ChargeBudget = graphql(
@@ -49,13 +51,13 @@ export const ChargeBudget = graphql(
     chargeBudget(input: $input) {
       __typename
       ...BudgetFields
-      ... on BudgetExceeded { message runId cap spent remaining requested }
-      ... on RunNotFound { message runId }
+      ...BudgetExceededFields
+      ...RunNotFoundFields
       ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [BudgetFields, ClaimLostFields, IdempotencyConflictFields],
+  [BudgetFields, ClaimLostFields, IdempotencyConflictFields, RunNotFoundFields, BudgetExceededFields],
 );
 
 export const TransitionRun = graphql(
@@ -64,12 +66,12 @@ export const TransitionRun = graphql(
       __typename
       ...RunFields
       ... on StatusConflict { message runId expected current currentVersion expectedVersion }
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [RunFields, ClaimLostFields, IdempotencyConflictFields],
+  [RunFields, ClaimLostFields, IdempotencyConflictFields, RunNotFoundFields],
 );
 
 export const AcquireLease = graphql(
@@ -149,12 +151,12 @@ export const RequestApproval = graphql(
       __typename
       ...RunFields
       ...StatusConflictFields
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...ClaimLostFields
       ...IdempotencyConflictFields
     }
   }`,
-  [RunFields, StatusConflictFields, ClaimLostFields, IdempotencyConflictFields],
+  [RunFields, StatusConflictFields, ClaimLostFields, IdempotencyConflictFields, RunNotFoundFields],
 );
 
 export const ClaimRun = graphql(
@@ -163,12 +165,12 @@ export const ClaimRun = graphql(
       __typename
       ...ClaimFields
       ... on RunHeld { message runId holder expiresAt }
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...StatusConflictFields
       ...IdempotencyConflictFields
     }
   }`,
-  [ClaimFields, StatusConflictFields, IdempotencyConflictFields],
+  [ClaimFields, StatusConflictFields, IdempotencyConflictFields, RunNotFoundFields],
 );
 
 export const RenewRunClaim = graphql(
@@ -187,11 +189,11 @@ export const CancelRun = graphql(
       __typename
       ...RunFields
       ...StatusConflictFields
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...IdempotencyConflictFields
     }
   }`,
-  [RunFields, StatusConflictFields, IdempotencyConflictFields],
+  [RunFields, StatusConflictFields, IdempotencyConflictFields, RunNotFoundFields],
 );
 
 export const ResolveApproval = graphql(
@@ -200,11 +202,11 @@ export const ResolveApproval = graphql(
       __typename
       ...RunFields
       ...StatusConflictFields
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...IdempotencyConflictFields
     }
   }`,
-  [RunFields, StatusConflictFields, IdempotencyConflictFields],
+  [RunFields, StatusConflictFields, IdempotencyConflictFields, RunNotFoundFields],
 );
 
 export const ListRuns = graphql(
@@ -254,11 +256,11 @@ export const AppendOutput = graphql(
       __typename
       ... on OutputChunk { offset text final durable }
       ... on OffsetConflict { message length }
-      ... on RunNotFound { message runId }
+      ...RunNotFoundFields
       ...ClaimLostFields
     }
   }`,
-  [ClaimLostFields],
+  [ClaimLostFields, RunNotFoundFields],
 );
 
 export const OutputLengths = graphql(

@@ -54,6 +54,10 @@ export interface MetricSources {
 }
 
 /** One sample per operation, or a single 0 before any (the series exists from the start). */
+/** A metric of one sample, without labels. */
+const gauge = (name: string, help: string, value: number): Metric => ({ name, help, type: 'gauge', samples: [[undefined, value]] });
+const counter = (name: string, help: string, value: number): Metric => ({ name, help, type: 'counter', samples: [[undefined, value]] });
+
 const byOperation = (counts: Readonly<Record<string, number>>): Metric['samples'] => {
   const entries = Object.entries(counts);
   return entries.length > 0 ? entries.map(([operation, n]) => [{ operation }, n]) : [[undefined, 0]];
@@ -65,18 +69,12 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
     const failures = Object.entries(live.poller.failures);
     return render([
       { name: 'runplane_event_appends_total', help: 'Events appended by this process.', type: 'counter', samples: [[undefined, appends]] },
-      {
-        name: 'runplane_event_append_conflicts_total',
-        help: 'Appends that found their seq taken (conditional-check failures) and tried again or were refused.',
-        type: 'counter',
-        samples: [[undefined, conflicts]],
-      },
-      {
-        name: 'runplane_event_group_commits_total',
-        help: 'Transactions that wrote more than one concurrent append to a run together.',
-        type: 'counter',
-        samples: [[undefined, batches]],
-      },
+      counter(
+        'runplane_event_append_conflicts_total',
+        'Appends that found their seq taken (conditional-check failures) and tried again or were refused.',
+        conflicts,
+      ),
+      counter('runplane_event_group_commits_total', 'Transactions that wrote more than one concurrent append to a run together.', batches),
       {
         name: 'runplane_dynamodb_throttles_total',
         help: 'Writes DynamoDB refused for throughput (a partition past its units), by operation; each was retried with back-off.',
@@ -89,60 +87,39 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
         type: 'counter',
         samples: byOperation(throttles.refused),
       },
-      {
-        name: 'runplane_runs_stalled_total',
-        help: "Claimed runs this process's stall watcher found with their claim run out, and moved to STALLED.",
-        type: 'counter',
-        samples: [[undefined, stalls.stalled]],
-      },
-      {
-        name: 'runplane_documents_cached',
-        help: 'Parsed documents kept for reuse.',
-        type: 'gauge',
-        samples: [[undefined, documents.size]],
-      },
-      {
-        name: 'runplane_documents_cached_bytes',
-        help: 'Heap the kept documents hold (estimated from their text; bounded by RUNPLANE_DOCUMENT_CACHE_BYTES).',
-        type: 'gauge',
-        samples: [[undefined, documents.bytes]],
-      },
-      {
-        name: 'runplane_document_evictions_total',
-        help: 'Documents dropped to stay within the bound or a tenant within its share.',
-        type: 'counter',
-        samples: [[undefined, documents.counts.evictions]],
-      },
-      {
-        name: 'runplane_subscriptions_open',
-        help: 'Subscriptions being served now.',
-        type: 'gauge',
-        samples: [[undefined, live.openSubscriptions]],
-      },
-      {
-        name: 'runplane_subscriptions_lagging',
-        help: 'Event subscriptions whose client fell behind: they read from the table until it catches up.',
-        type: 'gauge',
-        samples: [[undefined, live.laggingFeeds]],
-      },
-      {
-        name: 'runplane_send_buffered_bytes',
-        help: "Bytes held for subscribers: events queued and frames not yet taken by the client (each connection's share bounded by RUNPLANE_SEND_BUFFER_BYTES).",
-        type: 'gauge',
-        samples: [[undefined, sendBuffers.held]],
-      },
-      {
-        name: 'runplane_stream_get_records_total',
-        help: 'GetRecords calls made by the stream poller.',
-        type: 'counter',
-        samples: [[undefined, live.poller.getRecordsCalls]],
-      },
-      {
-        name: 'runplane_stream_getrecords_total',
-        help: 'GetRecords calls made by this replica (with replicas: on the shards it holds).',
-        type: 'counter',
-        samples: [[undefined, live.poller.getRecordsCalls]],
-      },
+      counter(
+        'runplane_runs_stalled_total',
+        "Claimed runs this process's stall watcher found with their claim run out, and moved to STALLED.",
+        stalls.stalled,
+      ),
+      gauge('runplane_documents_cached', 'Parsed documents kept for reuse.', documents.size),
+      gauge(
+        'runplane_documents_cached_bytes',
+        'Heap the kept documents hold (estimated from their text; bounded by RUNPLANE_DOCUMENT_CACHE_BYTES).',
+        documents.bytes,
+      ),
+      counter(
+        'runplane_document_evictions_total',
+        'Documents dropped to stay within the bound or a tenant within its share.',
+        documents.counts.evictions,
+      ),
+      gauge('runplane_subscriptions_open', 'Subscriptions being served now.', live.openSubscriptions),
+      gauge(
+        'runplane_subscriptions_lagging',
+        'Event subscriptions whose client fell behind: they read from the table until it catches up.',
+        live.laggingFeeds,
+      ),
+      gauge(
+        'runplane_send_buffered_bytes',
+        "Bytes held for subscribers: events queued and frames not yet taken by the client (each connection's share bounded by RUNPLANE_SEND_BUFFER_BYTES).",
+        sendBuffers.held,
+      ),
+      counter('runplane_stream_get_records_total', 'GetRecords calls made by the stream poller.', live.poller.getRecordsCalls),
+      counter(
+        'runplane_stream_getrecords_total',
+        'GetRecords calls made by this replica (with replicas: on the shards it holds).',
+        live.poller.getRecordsCalls,
+      ),
       ...replicaMetrics(live.replicas),
       {
         name: 'runplane_stream_failures_total',
@@ -150,18 +127,8 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
         type: 'counter',
         samples: failures.length > 0 ? failures.map(([error, n]) => [{ error }, n]) : [[undefined, 0]],
       },
-      {
-        name: 'runplane_process_resident_memory_bytes',
-        help: 'Resident set size of the server process.',
-        type: 'gauge',
-        samples: [[undefined, process.memoryUsage.rss()]],
-      },
-      {
-        name: 'runplane_process_heap_used_bytes',
-        help: 'JavaScript heap in use by the server process.',
-        type: 'gauge',
-        samples: [[undefined, process.memoryUsage().heapUsed]],
-      },
+      gauge('runplane_process_resident_memory_bytes', 'Resident set size of the server process.', process.memoryUsage.rss()),
+      gauge('runplane_process_heap_used_bytes', 'JavaScript heap in use by the server process.', process.memoryUsage().heapUsed),
     ]);
   };
 }
@@ -171,8 +138,6 @@ function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
   const lag = replicas?.ownership.checkpointLag() ?? [];
   const counts = replicas?.fanout.counts ?? { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0, gaps: 0 };
   const dropped = Object.entries(replicas?.fanout.dropped ?? {});
-  const gauge = (name: string, help: string, value: number): Metric => ({ name, help, type: 'gauge', samples: [[undefined, value]] });
-  const counter = (name: string, help: string, value: number): Metric => ({ name, help, type: 'counter', samples: [[undefined, value]] });
   return [
     gauge(
       'runplane_stream_shards_owned',

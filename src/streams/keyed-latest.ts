@@ -5,7 +5,7 @@
  * told what changed, and the stream fails saying so (its client lists again and resubscribes).
  * While the connection's send buffer is full nothing is handed over.
  */
-import { Pullable } from './pullable.ts';
+import { NewestStates } from './newest-states.ts';
 import type { SendBuffer } from './send-buffer.ts';
 
 export interface KeyedLatestOptions {
@@ -16,28 +16,26 @@ export interface KeyedLatestOptions {
   onClose?: () => void;
 }
 
-export class KeyedLatest<V> extends Pullable<{ key: string; value: V }> {
-  private readonly pending = new Map<string, V>();
-  private cancelRoomWait: (() => void) | undefined;
-  private ending = false;
+export class KeyedLatest<V> extends NewestStates<{ key: string; value: V }> {
+  private readonly waitingByKey = new Map<string, V>();
   private scheduled = false;
 
   constructor(private readonly options: KeyedLatestOptions) {
-    super(options.onClose);
+    super(options.sendBuffer, options.onClose);
   }
 
   get waitingKeys() {
-    return this.pending.size;
+    return this.waitingByKey.size;
   }
 
   /** Merges a change into what waits for `key`; `merge` returns undefined when the change is not newer. */
   offer(key: string, merge: (waiting: V | undefined) => V | undefined) {
     if (this.done || this.ending) return;
-    const waiting = this.pending.get(key);
+    const waiting = this.waitingByKey.get(key);
     const next = merge(waiting);
     if (next === undefined) return;
-    if (waiting === undefined && this.pending.size >= this.options.max) return this.fail(this.options.overflow());
-    this.pending.set(key, next);
+    if (waiting === undefined && this.waitingByKey.size >= this.options.max) return this.fail(this.options.overflow());
+    this.waitingByKey.set(key, next);
     // Changes published together (a run and its budget, a batch of stream records) merge before one is handed over.
     if (!this.scheduled) {
       this.scheduled = true;
@@ -48,38 +46,17 @@ export class KeyedLatest<V> extends Pullable<{ key: string; value: V }> {
     }
   }
 
-  /** Ends the stream once what waits is taken (server shutdown). */
-  end() {
-    if (this.pending.size === 0) return this.close();
-    this.ending = true;
+  protected get pending() {
+    return this.waitingByKey.size > 0;
   }
 
-  protected take() {
-    return undefined;
-  }
-
-  protected override waited() {
-    this.handOver();
-  }
-
-  private handOver() {
-    if (!this.waiting || this.pending.size === 0 || this.cancelRoomWait) return;
-    if (this.options.sendBuffer?.full) {
-      this.cancelRoomWait = this.options.sendBuffer.whenRoom(1, () => {
-        this.cancelRoomWait = undefined;
-        this.handOver();
-      });
-      return;
-    }
-    const [key, value] = this.pending.entries().next().value as [string, V];
-    this.pending.delete(key);
-    this.hand({ key, value });
-    if (this.ending && this.pending.size === 0) queueMicrotask(() => this.close());
+  protected takePending() {
+    const [key, value] = this.waitingByKey.entries().next().value as [string, V];
+    this.waitingByKey.delete(key);
+    return { key, value };
   }
 
   protected cleanUp() {
-    this.pending.clear();
-    this.cancelRoomWait?.();
-    this.cancelRoomWait = undefined;
+    this.waitingByKey.clear();
   }
 }

@@ -4,7 +4,7 @@
  * nothing is handed over (the subscriber gets the newest state once there is room), so a
  * client that stops reading holds one state here however often the state changes.
  */
-import { Pullable } from './pullable.ts';
+import { NewestStates } from './newest-states.ts';
 import type { SendBuffer } from './send-buffer.ts';
 
 export interface LatestOptions {
@@ -13,13 +13,11 @@ export interface LatestOptions {
   onClose?: () => void;
 }
 
-export class Latest<T> extends Pullable<T> {
+export class Latest<T> extends NewestStates<T> {
   private newest: { value: T } | undefined;
-  private cancelRoomWait: (() => void) | undefined;
-  private ending = false;
 
-  constructor(private readonly options: LatestOptions = {}) {
-    super(options.onClose);
+  constructor(options: LatestOptions = {}) {
+    super(options.sendBuffer, options.onClose);
   }
 
   push(value: T) {
@@ -28,39 +26,17 @@ export class Latest<T> extends Pullable<T> {
     this.handOver();
   }
 
-  /** Ends the stream once the newest state is taken (server shutdown). */
-  end() {
-    if (!this.newest) return this.close();
-    this.ending = true;
+  protected get pending() {
+    return this.newest !== undefined;
   }
 
-  /** A next() waits for the newest state, handed over once the send buffer has room. */
-  protected take() {
-    return undefined;
-  }
-
-  protected override waited() {
-    this.handOver();
-  }
-
-  private handOver() {
-    if (!this.waiting || !this.newest || this.cancelRoomWait) return;
-    if (this.options.sendBuffer?.full) {
-      this.cancelRoomWait = this.options.sendBuffer.whenRoom(1, () => {
-        this.cancelRoomWait = undefined;
-        this.handOver();
-      });
-      return;
-    }
-    const { value } = this.newest;
+  protected takePending() {
+    const { value } = this.newest as { value: T };
     this.newest = undefined;
-    this.hand(value);
-    if (this.ending) queueMicrotask(() => this.close());
+    return value;
   }
 
   protected cleanUp() {
     this.newest = undefined;
-    this.cancelRoomWait?.();
-    this.cancelRoomWait = undefined;
   }
 }

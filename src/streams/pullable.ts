@@ -3,8 +3,11 @@
  * failed once, `onClose` called once. Subclasses decide what a next() gets (`take`) and what
  * else closing releases (`cleanUp`).
  */
+import type { SendBuffer } from './send-buffer.ts';
+
 export abstract class Pullable<T> implements AsyncIterableIterator<T> {
   private waiter: ((result: IteratorResult<T>) => void) | undefined;
+  private cancelHandOverWait: (() => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private failure: unknown;
   protected done = false;
@@ -19,6 +22,20 @@ export abstract class Pullable<T> implements AsyncIterableIterator<T> {
   /** Whether a consumer is waiting in next(). */
   protected get waiting() {
     return this.waiter !== undefined;
+  }
+
+  /**
+   * Whether a hand-over must wait for room in `sendBuffer` (it is full, or a wait is already
+   * set): `handOver` then runs again, once, when there is room.
+   */
+  protected roomAwaited(sendBuffer: SendBuffer | undefined, handOver: () => void) {
+    if (this.cancelHandOverWait) return true;
+    if (!sendBuffer?.full) return false;
+    this.cancelHandOverWait = sendBuffer.whenRoom(1, () => {
+      this.cancelHandOverWait = undefined;
+      handOver();
+    });
+    return true;
   }
 
   /** Hands `value` to the waiting consumer. */
@@ -72,6 +89,8 @@ export abstract class Pullable<T> implements AsyncIterableIterator<T> {
   protected close() {
     if (this.done) return;
     this.done = true;
+    this.cancelHandOverWait?.();
+    this.cancelHandOverWait = undefined;
     this.cleanUp();
     const waiter = this.waiter;
     this.waiter = this.failWaiter = undefined;
