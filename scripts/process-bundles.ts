@@ -8,7 +8,7 @@
  * The test run's global setup builds the bundles once and names their folder in
  * RUNPLANE_PROCESS_BUNDLES; without it (`npm run chaos`, `npm run bench`) processes start with tsx.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
@@ -59,6 +59,33 @@ export async function buildProcessBundles(dir: string) {
     ),
   );
   process.env[ENV] = dir;
+}
+
+/** Whether a process of that id is running (one of another user's counts: it cannot be signalled, but exists). */
+function running(pid: number) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the bundles, under `parent`, of test runs that ended without removing their own (a
+ * run killed, or one whose setup failed): each run's folder is named by its process id.
+ * Returns the folders it removed.
+ */
+export function removeBundlesOfEndedRuns(parent: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return [];
+  }
+  const ended = names.filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid && !running(Number(name)));
+  for (const name of ended) rmSync(join(parent, name), { recursive: true, force: true });
+  return ended;
 }
 
 /**

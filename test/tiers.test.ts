@@ -3,7 +3,7 @@
  * quick one among them) start no process, browser or Redis: none of their files reaches,
  * through the test side's own modules, an import of what starts one.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { inProcessTiers, quickTiers, testFiles, tierOf, tiers } from './tiers.ts';
@@ -72,6 +72,15 @@ describe('test tiers', () => {
     const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
     expect(scripts.test).toBe('vitest run');
     expect(scripts['test:quick']).toBe(`vitest run ${quickTiers.map((tier) => `--project ${tier}`).join(' ')}`);
+  });
+
+  test('no support module registers a hook when it is imported', () => {
+    // A tier's files share their worker's modules (isolate: false): a hook registered at import
+    // belongs to the first file that imported the module, and no later file in that worker has it.
+    const hook = /^(?:before|after)(?:Each|All)\(/m;
+    const support = readdirSync(join(root, 'test/support')).filter((name) => name.endsWith('.ts'));
+    expect(support.length).toBeGreaterThan(10);
+    expect(support.filter((name) => hook.test(readFileSync(join(root, 'test/support', name), 'utf8')))).toEqual([]);
   });
 
   test('the check sees a starter through the support modules', () => {

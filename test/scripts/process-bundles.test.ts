@@ -1,7 +1,10 @@
 /** The test run starts its processes from bundles of their sources (scripts/process-bundles.ts). */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
-import { ENTRY_POINTS, nodeArgs } from '../../scripts/process-bundles.ts';
+import { ENTRY_POINTS, nodeArgs, removeBundlesOfEndedRuns } from '../../scripts/process-bundles.ts';
 
 const bundleOf = (script: string) => nodeArgs(script).at(-1) as string;
 
@@ -21,5 +24,19 @@ test('a bundled module keeps its own import.meta.url, and the script finds itsel
   expect(code).not.toContain('import.meta.url');
   // The console's assets are found next to the module that serves them.
   expect(code).toContain(JSON.stringify(new URL('../../src/http/console.ts', import.meta.url).href));
-  expect(code.startsWith(`process.argv[1] = ${JSON.stringify(new URL('../../src/main.ts', import.meta.url).pathname)};`)).toBe(true);
+  expect(code.startsWith(`process.argv[1] = ${JSON.stringify(fileURLToPath(new URL('../../src/main.ts', import.meta.url)))};`)).toBe(true);
+});
+
+test("a run's setup removes the bundles of runs that ended without removing theirs, and no running run's", () => {
+  const parent = mkdtempSync(join(tmpdir(), 'runplane-bundles-'));
+  try {
+    // No process has this id (Linux hands out at most 2^22, macOS fewer): a run that has ended.
+    const ended = String(2 ** 22 + 1);
+    for (const name of [ended, String(process.pid), String(process.ppid), 'not-a-run']) mkdirSync(join(parent, name));
+    expect(removeBundlesOfEndedRuns(parent)).toEqual([ended]);
+    expect(readdirSync(parent).sort()).toEqual([String(process.pid), String(process.ppid), 'not-a-run'].sort());
+    expect(removeBundlesOfEndedRuns(join(parent, 'none'))).toEqual([]);
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
 });

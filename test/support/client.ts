@@ -1,11 +1,11 @@
 /**
  * Runplane's own client (`runplane/client`, imported by its package name as a user would),
- * pointed at a test server; closed after each test. Counts the HTTP requests it sends, by
- * operation name, and keeps the notices it gives.
+ * pointed at a test server; closed when the test that made it finishes. Counts the HTTP
+ * requests it sends, by operation name, and keeps the notices it gives.
  */
 
 import { createRunplane, type Notice, type Runplane, type RunplaneOptions } from 'runplane/client';
-import { afterEach } from 'vitest';
+import { onTestFinished } from 'vitest';
 import WebSocket from 'ws';
 
 export interface TestClient {
@@ -14,11 +14,6 @@ export interface TestClient {
   /** HTTP requests sent so far, by operation name (`AppendEvent`, ...). */
   sent: string[];
 }
-
-const open: Runplane[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((client) => client.close()));
-});
 
 export function testClient(url: string, options: Partial<RunplaneOptions> = {}): TestClient {
   const notices: Notice[] = [];
@@ -42,7 +37,9 @@ export function testClient(url: string, options: Partial<RunplaneOptions> = {}):
       return fetchImpl(input, init);
     },
   });
-  open.push(client);
+  // Per test, not a module-level afterEach: test files share this module (isolate: false), and
+  // a hook registered on its import would belong to the first file that imported it only.
+  onTestFinished(() => client.close());
   return { client, notices, sent };
 }
 

@@ -4,8 +4,9 @@
  * (tests that need the embedded engine's controls are skipped there).
  */
 import { rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
-import { buildProcessBundles } from '../../scripts/process-bundles.ts';
+import { buildProcessBundles, removeBundlesOfEndedRuns } from '../../scripts/process-bundles.ts';
 import { startEngine } from '../../src/engine/index.ts';
 import { assertTestEndpoint } from './endpoint.ts';
 
@@ -18,7 +19,8 @@ declare module 'vitest' {
 }
 
 /** Where this test run keeps its bundles of the processes the tests start (inside the repository: packages resolve from it). */
-const BUNDLES = new URL(`../../node_modules/.cache/runplane-process-bundles/${process.pid}/`, import.meta.url).pathname;
+const ALL_BUNDLES = fileURLToPath(new URL('../../node_modules/.cache/runplane-process-bundles/', import.meta.url));
+const BUNDLES = `${ALL_BUNDLES}${process.pid}/`;
 
 /** Built once for every tier of the run (each tier's setup runs in this one process), removed after the last. */
 let bundles: Promise<void> | undefined;
@@ -26,18 +28,28 @@ let tiersUsingBundles = 0;
 
 async function useBundles() {
   tiersUsingBundles++;
-  bundles ??= buildProcessBundles(BUNDLES);
-  await bundles;
-  return () => {
+  const release = () => {
     if (--tiersUsingBundles === 0) rmSync(BUNDLES, { recursive: true, force: true });
   };
+  bundles ??= (async () => {
+    // What killed runs left behind (a run removes its own after its last tier).
+    removeBundlesOfEndedRuns(ALL_BUNDLES);
+    await buildProcessBundles(BUNDLES);
+  })();
+  try {
+    await bundles;
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return release;
 }
 
 export default async function setup(project: TestProject) {
-  const releaseBundles = await useBundles();
   const external = process.env.RUNPLANE_TEST_DYNAMODB_ENDPOINT;
+  if (external) assertTestEndpoint(external);
+  const releaseBundles = await useBundles();
   if (external) {
-    assertTestEndpoint(external);
     project.provide('dynamodbEndpoint', external);
     project.provide('embeddedEngine', false);
     return releaseBundles;
@@ -45,7 +57,10 @@ export default async function setup(project: TestProject) {
   // Lock waits without a bound: on a loaded machine a 2 s wait behind other tests' writes must
   // not turn into a TransactionConflict the test did not ask for (test/engine/locks.test.ts
   // checks the bound on engines of its own).
-  const engine = await startEngine({ lockWaitMs: Number.POSITIVE_INFINITY });
+  const engine = await startEngine({ lockWaitMs: Number.POSITIVE_INFINITY }).catch((err) => {
+    releaseBundles();
+    throw err;
+  });
   project.provide('dynamodbEndpoint', engine.endpoint);
   project.provide('embeddedEngine', true);
   return async () => {
