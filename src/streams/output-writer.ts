@@ -248,7 +248,18 @@ export function createOutputWriter(options: OutputWriterOptions) {
     state.timer.unref();
   }
 
-  /** Stores the waiting text, a chunk at a time; one flush of a stream at a time. */
+  /** A flush's table call failed: a lost claim drops the waiting text, anything else is tried again shortly. */
+  function failed(state: StreamState, err: unknown) {
+    if (err instanceof ClaimLost) return drop(state, err);
+    log.warn(`storing output of run ${state.runId} failed (tried again in ${RETRY_MS} ms): ${(err as Error).message}`);
+    schedule(state, RETRY_MS);
+  }
+
+  /**
+   * Stores the waiting text, a chunk at a time; one flush of a stream at a time. It never
+   * rejects (timers and writes that do not wait start it with nobody to hear a failure): a
+   * failure is logged and the text waits for the next try.
+   */
   function flush(state: StreamState): Promise<void> {
     if (state.flushing) return state.flushing;
     if (state.timer) {
@@ -272,26 +283,37 @@ export function createOutputWriter(options: OutputWriterOptions) {
         try {
           stored = await store.put(state.tenant, chunk, state.token);
         } catch (err) {
-          if (err instanceof ClaimLost) return drop(state, err);
-          log.warn(`storing output of run ${state.runId} failed (tried again in ${RETRY_MS} ms): ${(err as Error).message}`);
-          schedule(state, RETRY_MS);
-          return;
+          return failed(state, err);
         }
         const before = state.waiting.length;
         if (stored) {
           advance(state, text);
           if (chunk.final) state.finalStored = true;
-        } else if (!(await reconcile(state))) return;
+        } else {
+          // The reads that compare the chunk there with ours fail like the put can (DynamoDB gone a while).
+          let goOn: boolean;
+          try {
+            goOn = await reconcile(state);
+          } catch (err) {
+            return failed(state, err);
+          }
+          if (!goOn) return;
+        }
         due -= before - state.waiting.length;
       }
       settle(state);
-    })().finally(() => {
-      state.flushing = undefined;
-      settle(state);
-      // Text that came while a flush was in flight goes with the next one.
-      if ((state.waiting || (state.final && !state.finalStored)) && !state.timer)
-        schedule(state, state.waitingBytes >= flushBytes || state.waiters.length > 0 ? 0 : flushMs);
-    });
+    })()
+      .catch((err) => {
+        log.error(`storing output of run ${state.runId} failed (tried again in ${RETRY_MS} ms)`, err);
+        schedule(state, RETRY_MS);
+      })
+      .finally(() => {
+        state.flushing = undefined;
+        settle(state);
+        // Text that came while a flush was in flight goes with the next one.
+        if ((state.waiting || (state.final && !state.finalStored)) && !state.timer)
+          schedule(state, state.waitingBytes >= flushBytes || state.waiters.length > 0 ? 0 : flushMs);
+      });
     return state.flushing;
   }
 
