@@ -178,7 +178,13 @@ export function createOutputWriter(options: OutputWriterOptions) {
         changed = true;
         forgetClaim(key);
       });
-      const claim = await options.claimOf(tenant, runId);
+      let claim: Awaited<ReturnType<typeof options.claimOf>>;
+      try {
+        claim = await options.claimOf(tenant, runId);
+      } catch (err) {
+        unwatch();
+        throw err;
+      }
       known = { claim, readAt: now(), unwatch };
       if (changed) unwatch();
       else {

@@ -140,4 +140,32 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
     expect((await write(writer, runId, 'c', 0, 'z', true)).durable).toBe(true);
     expect((await write(writer, runId, 'a', 60 * 1024, 'x', true)).durable).toBe(true);
   });
+
+  test('a fenced write whose claim cannot be read fails, and leaves no watch on its run behind', async () => {
+    const runId = await newRun(api);
+    let watching = 0;
+    const writer = createOutputWriter({
+      store: api.server.stores.outputs,
+      claimOf: async () => {
+        throw new Error('DynamoDB is unreachable');
+      },
+      watchRun: () => {
+        watching++;
+        return () => {
+          watching--;
+        };
+      },
+      publish: (change) => api.server.live.publish(change),
+      flushMs: 50,
+      flushBytes: 16 * 1024,
+      maxLength: 1_000_000,
+      log: silentLogger,
+    });
+    for (let i = 0; i < 3; i++) {
+      await expect(
+        writer.append({ tenant: OPEN_TENANT, runId, stream: 'llm', offset: 0, text: 'x', final: false, durable: false, fencingToken: 1 }),
+      ).rejects.toThrow(/unreachable/);
+      expect(watching).toBe(0);
+    }
+  });
 });
