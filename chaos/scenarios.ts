@@ -353,6 +353,19 @@ async function snapshot(cluster: Cluster, runs: string[]): Promise<Snapshot> {
   return { events, budgets, statuses };
 }
 
+/** The output stream as stored, read through the first server that answers (a dead one is reported by the readiness check), checked. */
+async function checkStoredOutput(urls: string[], output: Parameters<typeof checkOutput>[0], runId: string, history: History) {
+  const failures: string[] = [];
+  for (const url of urls) {
+    try {
+      return checkOutput(output, await storedOutput(url, runId, history));
+    } catch (err) {
+      failures.push(`${url}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  return [`the output stream could not be read back through any server: ${failures.join('; ')}`];
+}
+
 /** Runs one scenario for `seconds` of load and checks it. */
 export async function runScenario(scenario: Scenario, seconds: number, log: (line: string) => void = () => {}): Promise<Report> {
   const began = performance.now();
@@ -475,7 +488,7 @@ export async function runScenario(scenario: Scenario, seconds: number, log: (lin
           })
         : []),
       ...checkSubscriptions(workload.subscriptions, state, workload.lateFills),
-      ...checkOutput(output, await storedOutput(cluster.urls[0] as string, outputRun, history)),
+      ...(await checkStoredOutput(cluster.urls, output, outputRun, history)),
       ...(scenario.redis ? await checkShardLeases(cluster.engineEndpoint, cluster.table) : []),
       ...(scenario.stalledReaders && mostLagging === 0
         ? [`the stalled readers (${workload.readerStalls} stalls) never made a feed fall behind: the scenario tested nothing`]
