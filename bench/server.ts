@@ -31,7 +31,7 @@ export interface ServerProcess extends BenchProcess {
   metric(name: string): Promise<number>;
 }
 
-/** Starts `node --import tsx <script>` and waits until its output matches every pattern. */
+/** Starts `<script>` in node (through tsx, or the test run's bundle of it: nodeArgs) and waits until its output matches every pattern. */
 export async function startProcess(
   script: string,
   env: Record<string, string>,
