@@ -9,7 +9,7 @@ import { runScenario, type Scenario, scenarios } from '../../chaos/scenarios.ts'
 import { noRedis } from '../support/redis.ts';
 
 /** Seconds of load per scenario here (CI); `npm run chaos` defaults to 20. */
-const SECONDS = 4;
+const SECONDS = 3;
 /**
  * More for a scenario that must make something happen under its load: the stalled readers need
  * enough large events for a stall to put a feed behind, with other tests on the machine.
