@@ -19,10 +19,10 @@
 import type { DeliveredEvent as FeedEvent } from '../domain/run.ts';
 import type { EventStore } from '../store/index.ts';
 import { eventBytes } from '../table/codec.ts';
-import { topics } from './changes.ts';
+import { type Change, topics } from './changes.ts';
 import { Channel } from './channel.ts';
 import { Effect, EventFeedMachine } from './event-feed-states.ts';
-import type { Hub } from './hub.ts';
+import type { Hub, Listener } from './hub.ts';
 import { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
@@ -53,7 +53,11 @@ const DEFAULT_SEND_BUFFER_BYTES = 1024 * 1024;
 
 type Page = Awaited<ReturnType<EventStore['page']>>;
 
-class EventFeed {
+/**
+ * Its handlers are methods, not arrow functions kept per feed: an idle subscriber holds only what
+ * it must (each function kept per feed is an object of its own, more so when named by the compiler).
+ */
+class EventFeed implements Listener {
   readonly out: Channel<FeedEvent>;
   private readonly machine: EventFeedMachine;
   private readonly sendBuffer: SendBuffer;
@@ -67,8 +71,8 @@ class EventFeed {
       capacity: options.capacity ?? 1000,
       sendBuffer: this.sendBuffer,
       sizeOf: eventBytes,
-      onDrained: () => this.perform(this.machine.drained()),
-      onClose: () => this.perform(this.machine.close()),
+      onDrained: this.drained.bind(this),
+      onClose: this.closed.bind(this),
     });
     this.machine = new EventFeedMachine({
       afterSeq: options.afterSeq,
@@ -77,13 +81,27 @@ class EventFeed {
       holeGraceMs: options.holeGraceMs ?? 20,
       gapWaitMs: options.gapWaitMs ?? 30_000,
     });
-    this.unsubscribe = options.hub.subscribe(topics.events(options.tenant, options.runId), {
-      change: (change) => {
-        if (change.kind === 'event') this.perform(this.machine.event(change.event));
-      },
-      resync: () => this.perform(this.machine.resync()),
-      refill: () => this.perform(this.machine.refill()),
-    });
+    this.unsubscribe = options.hub.subscribe(topics.events(options.tenant, options.runId), this);
+  }
+
+  change(change: Change) {
+    if (change.kind === 'event') this.perform(this.machine.event(change.event));
+  }
+
+  resync() {
+    this.perform(this.machine.resync());
+  }
+
+  private drained() {
+    this.perform(this.machine.drained());
+  }
+
+  private closed() {
+    this.perform(this.machine.close());
+  }
+
+  refill() {
+    this.perform(this.machine.refill());
   }
 
   start() {
@@ -107,9 +125,9 @@ class EventFeed {
     }
     if (effects & Effect.LOOK) {
       this.cancelLook();
-      this.lookTimer = setTimeout(this.onLook, machine.delayMs);
+      this.lookTimer = setTimeout(() => this.onLook(), machine.delayMs);
     }
-    if (effects & Effect.PAUSE) this.pauseTimer = setTimeout(this.onRetry, machine.delayMs);
+    if (effects & Effect.PAUSE) this.pauseTimer = setTimeout(() => this.onRetry(), machine.delayMs);
     if (effects & Effect.READ) this.read();
     if (effects & Effect.RECHECK) this.recheck();
     if (effects & Effect.FIND_END) this.findEnd();
@@ -120,22 +138,25 @@ class EventFeed {
     this.lookTimer = undefined;
   }
 
-  private readonly onLook = () => {
+  private onLook() {
     this.lookTimer = undefined;
     this.perform(this.machine.look());
-  };
+  }
 
-  private readonly onRetry = () => {
+  private onRetry() {
     this.pauseTimer = undefined;
     this.perform(this.machine.retry());
-  };
+  }
 
   private findEnd() {
     const { events, tenant, runId } = this.options;
-    events.lastSeq(tenant, runId).then(this.onFound, this.onFailed);
+    events.lastSeq(tenant, runId).then(
+      (lastSeq) => this.onFound(lastSeq),
+      (err) => this.onFailed(err),
+    );
   }
 
-  private readonly onFound = (lastSeq: number) => {
+  private onFound(lastSeq: number) {
     let effects: number;
     try {
       effects = this.machine.found(lastSeq);
@@ -143,7 +164,7 @@ class EventFeed {
       effects = this.machine.failed(err);
     }
     this.perform(effects);
-  };
+  }
 
   /** Reads a page from `next` on, only while the connection has room: nothing read now could be queued otherwise. */
   private read() {
@@ -156,7 +177,10 @@ class EventFeed {
           ? undefined
           : events.page({ tenant, runId, after, limit: sendBuffer.itemsWithRoom(PAGE), consistent: true, singleRequest: true }),
       )
-      .then(this.onPage, this.onFailed);
+      .then(
+        (page) => this.handle(page, false),
+        (err) => this.onFailed(err),
+      );
   }
 
   /** Stepped-over seqs written since, which the live feed may not have brought (it was behind, or the stream lost them). */
@@ -168,17 +192,11 @@ class EventFeed {
       .read(() =>
         events.page({ tenant, runId, after: range.from - 1, before: range.to + 1, limit: PAGE, consistent: true, singleRequest: true }),
       )
-      .then(this.onRechecked, this.onFailed);
+      .then(
+        (page) => this.handle(page, true),
+        (err) => this.onFailed(err),
+      );
   }
-
-  /** Its own frame: the page is dropped when the machine has handed it out, not kept while the next read waits for its turn. */
-  private readonly onPage = (page: Page | undefined) => {
-    this.handle(page, false);
-  };
-
-  private readonly onRechecked = (page: Page) => {
-    this.handle(page, true);
-  };
 
   private handle(page: Page | undefined, recheck: boolean) {
     let effects: number;
@@ -191,9 +209,9 @@ class EventFeed {
     this.perform(effects);
   }
 
-  private readonly onFailed = (err: unknown) => {
+  private onFailed(err: unknown) {
     this.perform(this.machine.failed(err));
-  };
+  }
 }
 
 export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<FeedEvent> {

@@ -45,13 +45,18 @@ export interface SocketSubscription {
   release: () => void;
 }
 
-/** Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's handle on it. */
+const isOpen = (socket: WebSocket) => socket.readyState === socket.OPEN;
+
+/**
+ * Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's
+ * handle on it. (Its functions are methods: an idle subscriber holds one of these, and each
+ * function kept per subscriber is an object of its own.)
+ */
 export function deliverOverSocket(
   results: AsyncIterable<ExecutionResult>,
   { socket, raw, id, mask, sendBuffer, release }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
-  const open = () => socket.readyState === socket.OPEN;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const delivered = (async () => {
@@ -59,7 +64,7 @@ export function deliverOverSocket(
       for (;;) {
         // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
         const item = await source.next();
-        if (item.done || stopped || !open()) break;
+        if (item.done || stopped || !isOpen(socket)) break;
         const frame = nextFrame(id, resultJson(item.value, mask));
         const bytes = frame.length;
         sendBuffer.hold(bytes);
@@ -68,7 +73,7 @@ export function deliverOverSocket(
       }
     } catch (err) {
       // A reader that went away mid-write is an ordinary end, not a failure to report.
-      if (stopped || !open()) return;
+      if (stopped || !isOpen(socket)) return;
       throw err instanceof GraphQLError && !err.originalError ? err : mask(err, UNEXPECTED);
     } finally {
       // However the loop ends, the feed is closed and its place given back: graphql-ws forgets a finished operation.
@@ -78,18 +83,19 @@ export function deliverOverSocket(
   })();
   // Observed here too: graphql-ws may drop the operation without ever asking for next().
   delivered.catch(() => undefined);
-  const stop = async () => {
-    stopped = true;
-    await source.return?.();
-    return { done: true as const, value: undefined as never };
-  };
   // Hand-written, not a Repeater: graphql-ws may call return() before ever calling next(), and a
   // Repeater that has not started would not pass that on; delivery must stop all the same.
   const handle: AsyncIterableIterator<never> = {
-    next: () => delivered.then(() => ({ done: true as const, value: undefined as never })),
-    return: stop,
+    next() {
+      return delivered.then(() => ({ done: true as const, value: undefined as never }));
+    },
+    async return() {
+      stopped = true;
+      await source.return?.();
+      return { done: true as const, value: undefined as never };
+    },
     async throw(err: unknown) {
-      await stop();
+      await handle.return?.();
       throw err;
     },
     [Symbol.asyncIterator]() {
