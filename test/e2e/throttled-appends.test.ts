@@ -5,10 +5,9 @@
  * written; /metrics counts the throttles by operation.
  */
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
-import { newRun, runPartition } from '../support/runs.ts';
+import { newRun, runPartition, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -21,19 +20,6 @@ async function sample(api: TestServer, name: string, operation: string) {
   const text = await (await fetch(new URL('/metrics', api.url))).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name}{operation="${operation}"} `));
   return line ? Number(line.split(' ')[1]) : 0;
-}
-
-/** The run's event rows, straight from the table. */
-async function storedEvents(api: TestServer, runId: string) {
-  const { Items = [] } = await api.server.clients.doc.send(
-    new QueryCommand({
-      TableName: api.table,
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
-      ExpressionAttributeValues: { ':pk': runPartition(runId), ':evt': 'evt#' },
-      ConsistentRead: true,
-    }),
-  );
-  return Items;
 }
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -63,7 +49,7 @@ describe.skipIf(onlyEmbedded)('appends past the partition limit', () => {
     const events = answers.flat();
     for (const event of events) expect(event.__typename, JSON.stringify(event).slice(0, 300)).toBe('Event');
     expect(events.map((e) => e.seq).sort((a, b) => a - b)).toEqual(range(120).map((i) => i + 1));
-    const stored = await storedEvents(api, runId);
+    const stored = await storedEventRows(api, runId);
     expect(stored).toHaveLength(120);
     const written = stored.map((item) => `${(item.payload as { writer: number }).writer}/${(item.payload as { n: number }).n}`);
     expect(new Set(written).size).toBe(120);
@@ -106,7 +92,7 @@ describe.skipIf(onlyEmbedded)('a partition throttled for longer than the retries
     // The server's own tries, each throttled, before the refusal.
     expect((await sample(api, 'runplane_dynamodb_throttles_total', 'append')) - before).toBe(10);
     expect(await sample(api, 'runplane_dynamodb_throttled_refusals_total', 'append')).toBe(1);
-    expect(await storedEvents(api, runId)).toHaveLength(0);
+    expect(await storedEventRows(api, runId)).toHaveLength(0);
     const run = await api.gql('query($id: ID!) { run(id: $id, consistent: true) { lastSeq budget { spent } } }', { id: runId });
     expect(run.data?.run).toEqual({ lastSeq: 0, budget: { spent: 0 } });
     // Another run's partition is not in debt: its append goes through.

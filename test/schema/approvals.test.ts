@@ -1,9 +1,8 @@
 /** Approvals: a status change and its timeline event in one transaction, exactly once, one winner of a race. */
 import { createHash } from 'node:crypto';
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
-import { newRun, runPartition } from '../support/runs.ts';
+import { newRun, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const ACME = 'acme-key-0123456789abcdef';
@@ -32,15 +31,7 @@ const resolve = async (input: Record<string, unknown>, key = ACME) => (await api
 
 /** The run's events as the table holds them. */
 async function eventsOf(runId: string, tenant = 'acme') {
-  const { Items = [] } = await api.server.clients.doc.send(
-    new QueryCommand({
-      TableName: api.table,
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
-      ExpressionAttributeValues: { ':pk': runPartition(runId, tenant), ':evt': 'evt#' },
-      ConsistentRead: true,
-    }),
-  );
-  return Items.map((item) => ({ seq: item.seq, type: item.type, payload: item.payload }));
+  return (await storedEventRows(api, runId, tenant)).map((item) => ({ seq: item.seq, type: item.type, payload: item.payload }));
 }
 
 async function awaiting() {

@@ -3,11 +3,10 @@
  * (and nothing written) once the claim moved; cancellation that ends the claim; stalled runs
  * found once their claim runs out, and taken over.
  */
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
 import { metric } from '../support/metrics.ts';
-import { newRun, runPartition } from '../support/runs.ts';
+import { newRun, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -67,15 +66,11 @@ const state = async (runId: string) =>
 
 /** The run's events as the table holds them. */
 async function eventsOf(runId: string) {
-  const { Items = [] } = await api.server.clients.doc.send(
-    new QueryCommand({
-      TableName: api.table,
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
-      ExpressionAttributeValues: { ':pk': runPartition(runId), ':evt': 'evt#' },
-      ConsistentRead: true,
-    }),
-  );
-  return Items.map((item) => ({ seq: item.seq as number, type: item.type as string, payload: item.payload as Record<string, unknown> }));
+  return (await storedEventRows(api, runId)).map((item) => ({
+    seq: item.seq as number,
+    type: item.type as string,
+    payload: item.payload as Record<string, unknown>,
+  }));
 }
 
 describe('claims', () => {

@@ -8,7 +8,7 @@ import { InvalidInput } from '../../src/domain/errors.ts';
 import { createStores } from '../../src/store/index.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { metric as metricOf } from '../support/metrics.ts';
-import { newRun } from '../support/runs.ts';
+import { newRun, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 const APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
@@ -20,15 +20,7 @@ beforeAll(async () => {
 
 /** The seqs stored for the run, read straight from the table. */
 async function storedSeqs(server: TestServer, runId: string) {
-  const { Items = [] } = await server.server.clients.doc.send(
-    new QueryCommand({
-      TableName: server.table,
-      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
-      ExpressionAttributeValues: { ':pk': `default#run#${runId}`, ':evt': 'evt#' },
-      ConsistentRead: true,
-    }),
-  );
-  return Items.map((item) => Number(String(item.sk).slice(4))).sort((a, b) => a - b);
+  return (await storedEventRows(server, runId)).map((item) => Number(String(item.sk).slice(4))).sort((a, b) => a - b);
 }
 
 /** A counter from GET /metrics. */

@@ -1,5 +1,5 @@
 /** Runs and rows for tests, built with the API and the table's own key functions (never keys written by hand). */
-import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from './aws.ts';
 import type { TestServer } from './server.ts';
@@ -84,3 +84,16 @@ export async function putEventRow(
 
 /** The partition key of a run's rows, for reading the table directly. */
 export const runPartition = (runId: string, tenant = OPEN_TENANT) => keys.runPartition(tenant, runId);
+
+/** A run's event rows as the table holds them (one consistent Query of its partition). */
+export async function storedEventRows(api: TestServer, runId: string, tenant = OPEN_TENANT) {
+  const { Items = [] } = await api.server.clients.doc.send(
+    new QueryCommand({
+      TableName: api.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :evt)',
+      ExpressionAttributeValues: { ':pk': runPartition(runId, tenant), ':evt': 'evt#' },
+      ConsistentRead: true,
+    }),
+  );
+  return Items;
+}
