@@ -1,9 +1,13 @@
 /**
  * The repository's Node entry points, prebuilt for the child processes a test run starts.
- * A process started with `--import tsx` spends about 2.8 s of CPU before it serves (tsx's hooks
- * compile and resolve each of ~170 modules, in a thread of their own); one bundle of the same
- * sources, compiled by the same esbuild, about 1.3 s. The suite starts about a hundred servers,
- * engines and workers on 2 cores. Packages stay outside the bundle, loaded by Node as they are.
+ * A process started with `--import tsx` compiles and resolves each of ~170 modules in tsx's
+ * hooks before it serves; one loading Node's ESM graph of the packages resolves and links
+ * several hundred more. A server from one CommonJS file holding its sources and its packages
+ * starts on about half the CPU of one with its packages loaded by Node (2.8 s -> 1.3 s on a
+ * slow machine), and the suite starts over a hundred servers, engines and workers on 2 cores.
+ *
+ * Left to Node: dynalite (the engine loads its actions by name, dynamically), classic-level
+ * (a native addon) and the GraphiQL page (9 MB, loaded on its first request).
  *
  * The test run's global setup builds the bundles once and names their folder in
  * RUNPLANE_PROCESS_BUNDLES; without it (`npm run chaos`, `npm run bench`) processes start with tsx.
@@ -19,17 +23,21 @@ const ENV = 'RUNPLANE_PROCESS_BUNDLES';
 /** The scripts the tests start as processes of their own (paths from the repository's root). */
 export const ENTRY_POINTS = ['src/main.ts', 'src/engine/cli.ts', 'src/cli/tail.ts', 'src/cli/demo.ts', 'test/support/claim-worker.ts'];
 
-const bundleName = (script: string) => `${script.replaceAll('/', '__').replace(/\.ts$/, '')}.mjs`;
+const bundleName = (script: string) => `${script.replaceAll('/', '__').replace(/\.ts$/, '')}.cjs`;
+
+/** Packages loaded by Node as they are, not bundled (see above). */
+export const UNBUNDLED_PACKAGES = ['dynalite', 'classic-level', '@graphql-yoga/render-graphiql'];
+
+const unbundled = (path: string) => UNBUNDLED_PACKAGES.some((name) => path === name || path.startsWith(`${name}/`));
 
 /**
  * Each module keeps its own `import.meta.url` (assets and `createRequire` are found relative to
- * it, as when it runs unbundled); package imports stay imports, except this package's own
- * `runplane/client`, which is source.
+ * it, as when it runs unbundled); the packages Node loads itself stay imports.
  */
 const asUnbundled: Plugin = {
   name: 'as-unbundled',
   setup(build) {
-    build.onResolve({ filter: /^[^./]/ }, (args) => (args.path.startsWith('runplane/') ? undefined : { path: args.path, external: true }));
+    build.onResolve({ filter: /^[^./]/ }, (args) => (unbundled(args.path) ? { path: args.path, external: true } : undefined));
     build.onLoad({ filter: /\.ts$/ }, (args) => ({
       contents: readFileSync(args.path, 'utf8').replaceAll('import.meta.url', JSON.stringify(pathToFileURL(args.path).href)),
       loader: 'ts',
@@ -41,22 +49,26 @@ const asUnbundled: Plugin = {
 export async function buildProcessBundles(dir: string) {
   mkdirSync(dir, { recursive: true });
   await Promise.all(
-    ENTRY_POINTS.map((script) =>
-      build({
+    ENTRY_POINTS.map(async (script) => {
+      const { warnings } = await build({
         entryPoints: [join(ROOT, script)],
         outfile: join(dir, bundleName(script)),
         bundle: true,
         platform: 'node',
-        format: 'esm',
+        format: 'cjs',
         target: 'node20',
         sourcemap: true,
         plugins: [asUnbundled],
         // Before any module's own code: a script that checks whether it is the one run finds itself.
-        banner: { js: `process.argv[1] = ${JSON.stringify(join(ROOT, script))};` },
+        // (After the directive: the sources are modules, strict throughout, and stay so.)
+        banner: { js: `'use strict';\nprocess.argv[1] = ${JSON.stringify(join(ROOT, script))};` },
         logLevel: 'silent',
         absWorkingDir: ROOT,
-      }),
-    ),
+      });
+      // A package using what CommonJS lacks (import.meta, say) fails the build here, not the process later.
+      if (warnings.length > 0)
+        throw new Error(`bundling ${script}: ${warnings.map((w) => `${w.location?.file ?? ''}: ${w.text}`).join('; ')}`);
+    }),
   );
   process.env[ENV] = dir;
 }

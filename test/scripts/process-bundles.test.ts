@@ -24,7 +24,9 @@ test('a bundled module keeps its own import.meta.url, and the script finds itsel
   expect(code).not.toContain('import.meta.url');
   // The console's assets are found next to the module that serves them.
   expect(code).toContain(JSON.stringify(new URL('../../src/http/console.ts', import.meta.url).href));
-  expect(code.startsWith(`process.argv[1] = ${JSON.stringify(fileURLToPath(new URL('../../src/main.ts', import.meta.url)))};`)).toBe(true);
+  expect(
+    code.startsWith(`'use strict';\nprocess.argv[1] = ${JSON.stringify(fileURLToPath(new URL('../../src/main.ts', import.meta.url)))};`),
+  ).toBe(true);
 });
 
 test("a run's setup removes the bundles of runs that ended without removing theirs, and no running run's", () => {

@@ -8,7 +8,7 @@ import WebSocket from 'ws';
 
 const [url, runId, holder, ttl] = process.argv.slice(2) as [string, string, string, string];
 const client = createRunplane({ url, webSocketImpl: WebSocket });
-await client.withRun({ runId, holder, ttlSeconds: Number(ttl), waitMs: 30_000 }, async (run, signal) => {
+void client.withRun({ runId, holder, ttlSeconds: Number(ttl), waitMs: 30_000 }, async (run, signal) => {
   console.log(`claimed ${run.claim.token}`);
   while (!signal.aborted) {
     const answer = await run.append({ type: 'work', payload: { holder } });
