@@ -1,6 +1,8 @@
 /**
  * The run console's files, served from this process at `/` (no CDN: it works offline). They
- * are read and compressed once, at start, and revalidated by ETag. The console is a client of
+ * are read once, at start, compressed once, when first asked for in that encoding (brotli at
+ * its best costs a tenth of a second of CPU, which a server that never serves the console
+ * need not spend), and revalidated by ETag. The console is a client of
  * the public API like any other: it holds no key and no data of its own.
  */
 import { createHash } from 'node:crypto';
@@ -12,8 +14,17 @@ interface Asset {
   type: string;
   etag: string;
   identity: Buffer;
-  br: Buffer;
-  gzip: Buffer;
+  br(): Buffer;
+  gzip(): Buffer;
+}
+
+/** `make()`'s value, computed on the first call and kept. */
+function once<T>(make: () => T): () => T {
+  let value: { made: T } | undefined;
+  return () => {
+    value ??= { made: make() };
+    return value.made;
+  };
 }
 
 /** Where each path's file is, beside this module. */
@@ -37,8 +48,8 @@ function load(file: string, type: string): Asset {
     type,
     etag: `"${createHash('sha256').update(identity).digest('base64url').slice(0, 22)}"`,
     identity,
-    br: brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } }),
-    gzip: gzipSync(identity, { level: 9 }),
+    br: once(() => brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11 } })),
+    gzip: once(() => gzipSync(identity, { level: 9 })),
   };
 }
 
@@ -46,7 +57,7 @@ export function consoleFiles() {
   const assets = new Map(Object.entries(FILES).map(([path, { file, type }]) => [path, load(file, type)]));
   return {
     /** The bytes each file costs a browser that takes gzip (what README states). */
-    gzippedBytes: () => [...assets.values()].reduce((sum, asset) => sum + asset.gzip.length, 0),
+    gzippedBytes: () => [...assets.values()].reduce((sum, asset) => sum + asset.gzip().length, 0),
     /** Answers a GET for one of the console's files; false for any other request. */
     serve(req: IncomingMessage, res: ServerResponse, path: string | undefined) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return false;
@@ -60,9 +71,9 @@ export function consoleFiles() {
       }
       const accepted = String(req.headers['accept-encoding'] ?? '');
       const [encoding, body] = /\bbr\b/.test(accepted)
-        ? (['br', asset.br] as const)
+        ? (['br', asset.br()] as const)
         : /\bgzip\b/.test(accepted)
-          ? (['gzip', asset.gzip] as const)
+          ? (['gzip', asset.gzip()] as const)
           : ([undefined, asset.identity] as const);
       res.writeHead(200, {
         ...headers,

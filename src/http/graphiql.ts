@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { promisify } from 'node:util';
 import { brotliCompress, constants, gzip } from 'node:zlib';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 
 /** What a new tab shows: one of each kind of operation, runnable in order. */
 export const EXAMPLE_OPERATIONS = `# Runplane, in GraphiQL.
@@ -88,6 +87,8 @@ interface Rendered {
 export function graphiqlPage({ endpoint }: { endpoint: string }) {
   let rendered: Promise<Rendered> | undefined;
   const render = async (): Promise<Rendered> => {
+    // Loaded on the first request for the page, not at start: the module is 9 MB of source.
+    const { renderGraphiQL } = await import('@graphql-yoga/render-graphiql');
     const html = renderGraphiQL({
       title: 'Runplane · GraphiQL',
       endpoint,
