@@ -85,6 +85,7 @@ interface DbModule {
 }
 
 interface ValidationsModule {
+  validateAttributeValue(value: unknown): string | undefined | null;
   validateExpressions(data: Record<string, unknown>, expressions?: string[]): string | undefined;
   checkTypes(data: Record<string, unknown>, types: Record<string, unknown>): Record<string, unknown>;
   checkValidations(
@@ -105,7 +106,7 @@ type Action = (store: Store, data: Record<string, unknown>, cb: Callback<Record<
 export const dynaliteDb: DbModule = require('dynalite/db/index.js');
 const validations: ValidationsModule = require('dynalite/validations/index.js');
 // Every action's validation calls it through the module: parses are kept from here on.
-validations.validateExpressions = keepingParses(validations.validateExpressions);
+validations.validateExpressions = keepingParses(validations.validateExpressions, validations.validateAttributeValue);
 
 const actionNames = {
   BatchGetItem: 'batchGetItem',
@@ -170,6 +171,25 @@ export function validate(operation: DynaliteOperation, body: Record<string, unkn
   const validation = actionValidations.get(operation);
   if (!validation) throw new Error(`no validation for ${operation}`);
   return validateWith(validation, body, store);
+}
+
+/**
+ * `validate` for a request whose types are already checked, by a spec that gives its members
+ * the types `operation` gives them (a transaction's member, checked with the transaction): the
+ * rest of dynalite's validation (required members, expressions parsed) without checking every
+ * attribute value's type a second time.
+ * @throws EngineError (ValidationException) for bad input
+ */
+export function validateTyped(operation: DynaliteOperation, data: Record<string, unknown>, store: Store) {
+  const validation = actionValidations.get(operation);
+  if (!validation) throw new Error(`no validation for ${operation}`);
+  try {
+    const copy = { ...data };
+    validations.checkValidations(copy, validation.types, validation.custom, store);
+    return copy;
+  } catch (err) {
+    throw toEngineError(err);
+  }
 }
 
 /** Validates `body` against a spec in dynalite's format, so our own operations word errors the same way. */

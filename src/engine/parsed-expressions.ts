@@ -1,60 +1,165 @@
 /**
  * Parsed expressions, kept. dynalite parses every request's expressions with a PEG parser,
- * which is the largest part of a small write's time in the engine (a fifth of a
- * two-item transaction's): a worker sends the same ConditionExpression (`attribute_not_exists(pk)`)
- * with every append. The parse of one set of expressions, names and values is deterministic,
- * so its outcome (the parsed trees, or the refusal) is kept by exactly what it was parsed from,
- * and reused. The trees are only read afterwards (dynalite evaluates conditions, filters and
- * projections without writing to them); an UpdateExpression, whose tree dynalite applies to
- * items, is not kept.
+ * which is the largest part of a small write's time in the engine: a worker sends the same
+ * ConditionExpression (`attribute_not_exists(pk)`) with every append, and a fenced write the
+ * same `#token = :fenceToken AND #claimUntil > :fenceNow` with another `:fenceNow` each time.
+ *
+ * A parse is kept by what it was parsed from and reused two ways:
+ * - the very same expressions, names and values: its outcome (the parsed trees, or the refusal)
+ *   as it was;
+ * - the same expressions and names with other values of the same types: the trees with the new
+ *   values in place of the old ones. dynalite's parser places a value's object in the tree and
+ *   judges it by its type alone, except in `BETWEEN` (which compares the bounds) and
+ *   `attribute_type` (which reads the type's name): expressions with either are parsed afresh
+ *   for new values. Each new value is still checked as dynalite checks values, and only a parse
+ *   that succeeded is reused this way.
+ *
+ * The trees are only read afterwards (dynalite evaluates conditions, filters and projections
+ * without writing to them); an UpdateExpression, whose tree dynalite applies to items, is not kept.
  */
 
-/** Parses kept at most (the least recently used goes first). */
+/** Parses kept at most, for each of the two ways (the least recently used goes first). */
 const MAX_ENTRIES = 2_000;
 /** A request whose expressions, names and values take more than this is parsed afresh (no large keys kept). */
 const MAX_KEY_LENGTH = 2_048;
 
 const FIELDS = ['ConditionExpression', 'KeyConditionExpression', 'FilterExpression', 'ProjectionExpression'] as const;
 const PARSED = ['_condition', '_keyCondition', '_filter', '_projection'] as const;
+/** Where a value's content, not only its type, decides the parse's outcome. */
+const READS_VALUES = /between|attribute_type/i;
 
 type Data = Record<string, unknown>;
 type Validate = (data: Data, expressions?: string[]) => string | undefined;
+/** dynalite's check of one attribute value: its refusal, or nothing. */
+type CheckValue = (value: unknown) => string | undefined | null;
+type Values = Record<string, unknown>;
 
 interface Kept {
   message: string | undefined;
   parsed: unknown[];
+  /** The values the trees hold (for a reuse with other values). */
+  values: Values | undefined;
+}
+
+/** A tree with each of `from`'s values replaced by `to`'s of the same name (copied only where something changed). */
+function rebound(tree: unknown, swaps: Map<unknown, unknown>): unknown {
+  const swapped = swaps.get(tree);
+  if (swapped !== undefined) return swapped;
+  if (Array.isArray(tree)) {
+    let copy: unknown[] | undefined;
+    tree.forEach((child, i) => {
+      const next = rebound(child, swaps);
+      if (next === child) return;
+      copy ??= tree.slice();
+      copy[i] = next;
+    });
+    return copy ?? tree;
+  }
+  if (tree === null || typeof tree !== 'object') return tree;
+  let copy: Record<string, unknown> | undefined;
+  for (const [name, child] of Object.entries(tree)) {
+    const next = rebound(child, swaps);
+    if (next === child) continue;
+    copy ??= { ...(tree as Record<string, unknown>) };
+    copy[name] = next;
+  }
+  return copy ?? tree;
+}
+
+/** The type of each value by name (`:a=N,:b=S`), or undefined when one is not a single-typed value. */
+function typesOf(values: unknown): string | undefined {
+  if (values == null) return '';
+  if (typeof values !== 'object') return undefined;
+  let types = '';
+  for (const [name, value] of Object.entries(values)) {
+    if (value === null || typeof value !== 'object') return undefined;
+    const tags = Object.keys(value);
+    if (tags.length !== 1) return undefined;
+    types += `${name}=${tags[0]},`;
+  }
+  return types;
+}
+
+/** A bounded map kept in the order of last use. */
+function lru<V>() {
+  const map = new Map<string, V>();
+  return {
+    get(key: string) {
+      const found = map.get(key);
+      if (found !== undefined) {
+        map.delete(key);
+        map.set(key, found);
+      }
+      return found;
+    },
+    set(key: string, value: V) {
+      map.set(key, value);
+      if (map.size > MAX_ENTRIES) map.delete(map.keys().next().value as string);
+    },
+    get size() {
+      return map.size;
+    },
+  };
 }
 
 /** `validate`, answering a request whose expressions it has parsed before from what it kept then. */
-export function keepingParses(validate: Validate): Validate & { readonly hits: number; readonly size: number } {
-  const kept = new Map<string, Kept>();
+export function keepingParses(
+  validate: Validate,
+  checkValue: CheckValue = () => undefined,
+): Validate & { readonly hits: number; readonly reboundHits: number; readonly size: number } {
+  const exact = lru<Kept>();
+  const byTypes = lru<Kept>();
   let hits = 0;
+  let reboundHits = 0;
+
+  const apply = (data: Data, parsed: unknown[]) =>
+    PARSED.forEach((name, i) => {
+      if (parsed[i] !== undefined) data[name] = parsed[i];
+    });
+
+  /** The kept parse with `data`'s values in place of its own, if every one of them is a value dynalite takes. */
+  const reuse = (data: Data, kept: Kept) => {
+    const values = (data.ExpressionAttributeValues ?? {}) as Values;
+    const swaps = new Map<unknown, unknown>();
+    for (const [name, value] of Object.entries(values)) {
+      if (checkValue(value)) return false;
+      swaps.set(kept.values?.[name], value);
+    }
+    apply(
+      data,
+      kept.parsed.map((tree) => (tree === undefined ? undefined : rebound(tree, swaps))),
+    );
+    return true;
+  };
+
   const keep: Validate = (data, expressions) => {
     if (data.UpdateExpression != null) return validate(data, expressions);
-    const key = JSON.stringify([
-      expressions ?? null,
-      ...FIELDS.map((field) => data[field] ?? null),
-      data.ExpressionAttributeNames ?? null,
-      data.ExpressionAttributeValues ?? null,
-    ]);
+    const shape = [expressions ?? null, ...FIELDS.map((field) => data[field] ?? null), data.ExpressionAttributeNames ?? null];
+    const key = JSON.stringify([...shape, data.ExpressionAttributeValues ?? null]);
     if (key.length > MAX_KEY_LENGTH) return validate(data, expressions);
-    const found = kept.get(key);
+    const found = exact.get(key);
     if (found) {
       hits++;
-      kept.delete(key);
-      kept.set(key, found);
-      PARSED.forEach((name, i) => {
-        if (found.parsed[i] !== undefined) data[name] = found.parsed[i];
-      });
+      apply(data, found.parsed);
       return found.message;
     }
+    const types = typesOf(data.ExpressionAttributeValues);
+    const readsValues = FIELDS.some((field) => typeof data[field] === 'string' && READS_VALUES.test(data[field] as string));
+    const typesKey = types === undefined || readsValues ? undefined : JSON.stringify([...shape, types]);
+    const similar = typesKey === undefined ? undefined : byTypes.get(typesKey);
+    if (similar && reuse(data, similar)) {
+      reboundHits++;
+      return undefined;
+    }
     const message = validate(data, expressions);
-    kept.set(key, { message, parsed: PARSED.map((name) => data[name]) });
-    if (kept.size > MAX_ENTRIES) kept.delete(kept.keys().next().value as string);
+    const kept: Kept = { message, parsed: PARSED.map((name) => data[name]), values: data.ExpressionAttributeValues as Values | undefined };
+    exact.set(key, kept);
+    if (typesKey !== undefined && message === undefined) byTypes.set(typesKey, kept);
     return message;
   };
   return Object.defineProperties(keep, {
     hits: { get: () => hits },
-    size: { get: () => kept.size },
-  }) as Validate & { readonly hits: number; readonly size: number };
+    reboundHits: { get: () => reboundHits },
+    size: { get: () => exact.size },
+  }) as Validate & { readonly hits: number; readonly reboundHits: number; readonly size: number };
 }

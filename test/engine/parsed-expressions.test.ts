@@ -1,9 +1,12 @@
 /**
- * Parsed expressions are kept and reused only for the very same expressions, names and values:
- * a kept parse never answers another request's condition, a refusal is kept as a refusal, an
- * UpdateExpression is never kept, and the kept set stops at its bound.
+ * Parsed expressions are kept and reused for the very same expressions, names and values, and
+ * with other values of the same types (those values put in place of the kept ones): a kept
+ * parse never judges a request by another's values, a refusal is kept as a refusal, a value
+ * dynalite refuses is refused, an expression whose outcome reads its values' content
+ * (BETWEEN, attribute_type) is parsed afresh, an UpdateExpression is never kept, and the kept
+ * set stops at its bound.
  */
-import { GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, QueryCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { keepingParses } from '../../src/engine/parsed-expressions.ts';
 import { createTestTable, dynamoClient, uniqueName } from '../support/aws.ts';
@@ -41,6 +44,106 @@ describe('through the engine', () => {
     }
     const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true }));
     expect(Item?.v).toEqual({ N: '4' });
+  });
+
+  test('a fence-like condition with a new number each time is judged on that number', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), token: { N: '7' }, until: { N: '1000' } } }));
+    const check = (token: string, now: string) =>
+      client
+        .send(
+          new PutItemCommand({
+            TableName: table,
+            Item: { ...key(pk), token: { N: '7' }, until: { N: '1000' } },
+            ConditionExpression: '#token = :token AND #until > :now',
+            ExpressionAttributeNames: { '#token': 'token', '#until': 'until' },
+            ExpressionAttributeValues: { ':token': { N: token }, ':now': { N: now } },
+          }),
+        )
+        .then(
+          () => 'written',
+          (err: Error) => err.name,
+        );
+    const outcomes = [];
+    for (const [token, now] of [
+      ['7', '10'],
+      ['7', '999'],
+      ['7', '1000'],
+      ['8', '10'],
+      ['7', '20'],
+      ['7', '1e3'],
+      ['7', '999.5'],
+    ])
+      outcomes.push(await check(token as string, now as string));
+    expect(outcomes).toEqual([
+      'written',
+      'written',
+      'ConditionalCheckFailedException',
+      'ConditionalCheckFailedException',
+      'written',
+      'ConditionalCheckFailedException',
+      'written',
+    ]);
+  });
+
+  test('a value dynalite refuses is refused, though the same expression with a good value was parsed', async () => {
+    const put = (v: Record<string, unknown>) =>
+      client
+        .send(
+          new PutItemCommand({
+            TableName: table,
+            Item: key(uniqueName()),
+            ConditionExpression: '#v <> :v',
+            ExpressionAttributeNames: { '#v': 'v' },
+            ExpressionAttributeValues: { ':v': v as never },
+          }),
+        )
+        .then(
+          () => 'written',
+          (err: Error) => err.message,
+        );
+    expect(await put({ N: '1' })).toBe('written');
+    expect(await put({ N: 'one' })).toMatch(/cannot be converted to a numeric value/);
+    expect(await put({ NULL: false })).toMatch(/Null attribute value types must have the value of true/);
+    expect(await put({ SS: [] })).toMatch(/may not be empty/);
+  });
+
+  test('BETWEEN and attribute_type judge their values` content on every request', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { pk: { S: pk }, sk: { S: 'b' } } }));
+    const between = (low: string, high: string) =>
+      client
+        .send(
+          new QueryCommand({
+            TableName: table,
+            KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+            ExpressionAttributeValues: { ':pk': { S: pk }, ':low': { S: low }, ':high': { S: high } },
+          }),
+        )
+        .then(
+          (answer) => answer.Count,
+          (err: Error) => err.message,
+        );
+    expect(await between('a', 'c')).toBe(1);
+    expect(await between('c', 'a')).toMatch(/upper bound to be greater than or equal to lower bound/);
+    expect(await between('c', 'd')).toBe(0);
+    const typed = (type: string) =>
+      client
+        .send(
+          new PutItemCommand({
+            TableName: table,
+            Item: key(uniqueName()),
+            ConditionExpression: 'attribute_type(#v, :t) OR attribute_not_exists(#v)',
+            ExpressionAttributeNames: { '#v': 'v' },
+            ExpressionAttributeValues: { ':t': { S: type } },
+          }),
+        )
+        .then(
+          () => 'written',
+          (err: Error) => err.message,
+        );
+    expect(await typed('S')).toBe('written');
+    expect(await typed('STRING')).toMatch(/Invalid attribute type name found; type: STRING/);
   });
 
   test('a refused expression is refused every time, with the same message; updates apply their own values', async () => {
@@ -88,5 +191,64 @@ describe('the kept parses on their own', () => {
     for (let i = 0; i < 2_500; i++) validate({ ConditionExpression: `#a = :v${i}` });
     expect(validate.size).toBeLessThanOrEqual(2_000);
     expect(validate.hits).toBe(1);
+  });
+
+  test('other values of the same types: the kept tree with the new values in place, the kept one untouched', () => {
+    let parses = 0;
+    const validate = keepingParses((data) => {
+      parses++;
+      const values = data.ExpressionAttributeValues as Record<string, unknown>;
+      data._condition = {
+        type: 'And',
+        args: [
+          { type: 'Equal', args: [['token'], values[':t']] },
+          { type: 'GT', args: [['until'], values[':now']] },
+        ],
+      };
+      return undefined;
+    });
+    const request = (t: string, now: string) =>
+      ({
+        ConditionExpression: '#token = :t AND #until > :now',
+        ExpressionAttributeNames: { '#token': 'token', '#until': 'until' },
+        ExpressionAttributeValues: { ':t': { N: t }, ':now': { N: now } },
+      }) as Record<string, unknown>;
+    const first = request('1', '100');
+    validate(first);
+    const second = request('1', '200');
+    validate(second);
+    expect(parses).toBe(1);
+    expect(validate.reboundHits).toBe(1);
+    expect(second._condition).toEqual({
+      type: 'And',
+      args: [
+        { type: 'Equal', args: [['token'], { N: '1' }] },
+        { type: 'GT', args: [['until'], { N: '200' }] },
+      ],
+    });
+    expect((first._condition as { args: { args: unknown[] }[] }).args[1]?.args[1]).toEqual({ N: '100' });
+    // Another type for a value, or another value name: parsed afresh.
+    validate({ ...request('1', '300'), ExpressionAttributeValues: { ':t': { S: '1' }, ':now': { N: '300' } } });
+    validate({ ...request('1', '300'), ExpressionAttributeValues: { ':t': { N: '1' }, ':later': { N: '300' } } });
+    expect(parses).toBe(3);
+  });
+
+  test('a refusal is not reused for other values, and a value the check refuses is parsed afresh', () => {
+    let parses = 0;
+    const validate = keepingParses(
+      (data) => {
+        parses++;
+        return (data.ExpressionAttributeValues as Record<string, { N: string }>)[':v']?.N === '0' ? 'refused' : undefined;
+      },
+      (value) => ((value as { N: string }).N === 'bad' ? 'a bad value' : undefined),
+    );
+    const request = (v: string) =>
+      ({ ConditionExpression: '#a = :v', ExpressionAttributeValues: { ':v': { N: v } } }) as Record<string, unknown>;
+    expect(validate(request('0'))).toBe('refused');
+    expect(validate(request('1'))).toBeUndefined();
+    expect(validate(request('2'))).toBeUndefined();
+    expect(parses).toBe(2);
+    validate(request('bad'));
+    expect(parses).toBe(3);
   });
 });

@@ -4,7 +4,7 @@
  * and the 4 MB limit (each refusing the whole request), and last keys of the wrong shape,
  * which DynamoDB reports as a `ValidationError` cancellation reason of that action.
  */
-import { dynaliteDb, getTable, type Item, type Store, type TableDescription, toEngineError, validate } from '../dynalite.ts';
+import { dynaliteDb, getTable, type Item, type Store, type TableDescription, toEngineError, validateTyped } from '../dynalite.ts';
 import { EngineError, errors } from '../errors.ts';
 import { operationOf, type WriteKind } from './specs.ts';
 
@@ -60,12 +60,15 @@ function keyProblem(isItem: boolean, key: Item, table: TableDescription) {
   return err instanceof EngineError ? err.message : String(invalid);
 }
 
-/** Every member's expressions parse (all of them) before any table is looked up. */
+/**
+ * Every member's expressions parse (all of them) before any table is looked up. The members'
+ * types were checked with the request (specs.ts gives each member its operation's types).
+ */
 async function check(
   store: Store,
-  members: { operation: Parameters<typeof validate>[0]; request: Record<string, unknown>; isItem: boolean }[],
+  members: { operation: Parameters<typeof validateTyped>[0]; request: Record<string, unknown>; isItem: boolean }[],
 ) {
-  const validated = members.map(({ operation, request }) => validate(operation, request, store));
+  const validated = members.map(({ operation, request }) => validateTyped(operation, request, store));
   const checked: Checked[] = [];
   for (const [i, data] of validated.entries()) {
     const { isItem } = members[i] as (typeof members)[number];

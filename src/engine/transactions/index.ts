@@ -112,9 +112,11 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     }
   }
 
-  /** Runs the transaction; `alongside` (its token) is committed in the same batch as its writes. */
-  async function execute(data: Record<string, unknown>, context: RequestContext, alongside: LevelOp[] = []) {
-    const actions = await prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
+  /** The actions of the request, or the refusal DynamoDB would give it. */
+  const prepare = (data: Record<string, unknown>) => prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
+
+  /** Runs the transaction's actions; `alongside` (its token) is committed in the same batch as its writes. */
+  async function execute(data: Record<string, unknown>, actions: WriteAction[], context: RequestContext, alongside: LevelOp[] = []) {
     const unlock = await lockAll(actions, context);
     try {
       const writeSet = new WriteSet(storage, 'transaction');
@@ -146,13 +148,17 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   async function write(body: Record<string, unknown>, context: RequestContext) {
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
-    if (!token) return execute(data, context);
+    if (!token) return execute(data, await prepare(data), context);
     const { ClientRequestToken: _, ...request } = body;
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
-    const claim = await tokens.claim(token, hash);
+    // The token is looked up while the actions are prepared (neither writes anything).
+    const [claimed, prepared] = await Promise.allSettled([tokens.claim(token, hash), prepare(data)]);
+    if (claimed.status === 'rejected') throw claimed.reason;
+    const claim = claimed.value;
     if ('result' in claim) return claim.result;
     try {
-      return await execute(data, context, claim.ops);
+      if (prepared.status === 'rejected') throw prepared.reason;
+      return await execute(data, prepared.value, context, claim.ops);
     } finally {
       claim.release();
     }
