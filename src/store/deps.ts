@@ -1,11 +1,11 @@
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Change } from '../domain/change.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { Documents } from '../table/documents.ts';
 import type { ThrottleCounts, ThrottleRetry } from './throttles.ts';
 
 /** What every store is built from. */
 export interface StoreDeps {
-  doc: DynamoDBDocumentClient;
+  doc: Documents;
   tableName: string;
   /** The clock: lease expiry and timestamps (tests move it). */
   now: () => Date;

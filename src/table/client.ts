@@ -2,9 +2,9 @@
 
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { marshallOptions as MarshallOptions, unmarshallOptions as UnmarshallOptions } from '@aws-sdk/util-dynamodb';
 import type { HttpAuthScheme } from '@smithy/types';
+import { createDocuments } from './documents.ts';
 import { type Answer, inProcessHandler } from './in-process.ts';
 
 export interface DynamoConnection {
@@ -46,22 +46,23 @@ export function createClients(connection: DynamoConnection) {
     ...(connection.inProcess ? { httpAuthSchemes: [unsigned] } : {}),
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
-  const doc = DynamoDBDocumentClient.from(dynamo, {
-    // Copies: the document client writes its own settings into the objects it is given.
-    marshallOptions: { ...marshallOptions },
-    unmarshallOptions: { ...unmarshallOptions },
-  });
+  // The stores' items: the same SDK, its middleware resolved once per kind of command (documents.ts).
+  const cached = new DynamoDBClient({ ...common, endpoint: connection.endpoint, cacheMiddleware: true });
+  const doc = createDocuments(cached, dynamo, { marshallOptions, unmarshallOptions });
   const streamsEndpoint = connection.streamsEndpoint ?? connection.endpoint;
   const streams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint });
   // The stream poller retries in its own way (keeping its iterators, with back-off): no SDK retries.
   const pollerStreams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint, maxAttempts: 1 });
   return {
     dynamo,
+    /** The stores' requests go through this one (by way of `doc`): add middleware before the first. */
+    cached,
     doc,
     streams,
     pollerStreams,
     destroy() {
       dynamo.destroy();
+      cached.destroy();
       streams.destroy();
       pollerStreams.destroy();
     },

@@ -9,6 +9,7 @@ import { ThrottleCounts, type ThrottleRetry } from '../../src/store/throttles.ts
 import { createClients } from '../../src/table/client.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { uniqueName } from '../support/aws.ts';
+import { onEveryCommand } from '../support/commands.ts';
 import { manualClock } from '../support/engine.ts';
 
 export const TENANT = 't';
@@ -34,13 +35,7 @@ export async function storesOnFreshTable(options: FixtureOptions = {}) {
   });
   afterAll(() => clients.destroy());
   const commands: string[] = [];
-  clients.dynamo.middlewareStack.add(
-    (next, context) => (args) => {
-      commands.push(context.commandName ?? 'unknown');
-      return next(args);
-    },
-    { step: 'initialize', name: 'countCommands' },
-  );
+  onEveryCommand(clients, (name) => commands.push(name));
   const table = uniqueName('store');
   await ensureTable(clients.dynamo, table, { create: true });
   const clock = manualClock();

@@ -12,6 +12,7 @@ import { type Clients, createClients } from '../../src/table/client.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
+import { onEveryCommand } from '../support/commands.ts';
 
 let clients: Clients;
 const table = uniqueName('leases');
@@ -26,13 +27,9 @@ beforeAll(async () => {
     region: 'us-east-1',
     credentials: { accessKeyId: 't', secretAccessKey: 't' },
   });
-  clients.dynamo.middlewareStack.add(
-    (next, context) => (args) => {
-      if (context.commandName === 'UpdateItemCommand') updates++;
-      return next(args);
-    },
-    { step: 'initialize', name: 'countUpdates' },
-  );
+  onEveryCommand(clients, (name) => {
+    if (name === 'UpdateItemCommand') updates++;
+  });
   await ensureTable(clients.dynamo, table, { create: true });
   ({ leases } = createStores({ doc: clients.doc, tableName: table, now: () => new Date(clock), retention }));
 });

@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { type RunningServer, type ServerOptions, startServer } from '../../src/server.ts';
 import { uniqueName } from './aws.ts';
+import { onEveryCommand } from './commands.ts';
 
 export interface GraphQLResponse<T> {
   data?: T;
@@ -68,15 +69,11 @@ export async function startTestServer(options: TestServerOptions | Record<string
     poll: opts.poll,
     plugins: opts.plugins,
     throttleRetry: opts.throttleRetry,
-    onClients: ({ dynamo }) =>
-      dynamo.middlewareStack.add(
-        (next, context) => (args) => {
-          requests.push(context.commandName ?? 'unknown');
-          requestInputs.push({ name: context.commandName ?? 'unknown', input: args.input });
-          return next(args);
-        },
-        { step: 'initialize', name: 'countRequests' },
-      ),
+    onClients: (clients) =>
+      onEveryCommand(clients, (name, input) => {
+        requests.push(name);
+        requestInputs.push({ name, input });
+      }),
     log: silentLogger,
   });
   if (opts.stopAfterAll !== false) afterAll(() => server.stop());
