@@ -13,19 +13,22 @@ import { RunStatusEnum } from './run-status.ts';
 /**
  * A subscription's arguments, validated once when it subscribes. Declared with Pothos's
  * `validate`, they would be validated again around every event's resolve too (its argMappers
- * wrap resolve as well as subscribe): a tenth of a catch-up's time for the same answer.
+ * wrap resolve as well as subscribe): a tenth of a catch-up's time for the same answer. Each
+ * schema is built once: zod compiles an object schema on its first use.
  */
-function validated<T extends z.ZodRawShape>(shape: T, args: unknown): z.infer<z.ZodObject<T>> {
-  const parsed = z.object(shape).safeParse(args);
+function validated<T extends z.ZodRawShape>(schema: z.ZodObject<T>, args: unknown): z.infer<z.ZodObject<T>> {
+  const parsed = schema.safeParse(args);
   if (!parsed.success) throw invalidInput(parsed.error.issues);
   return parsed.data;
 }
 
-const runEventsArgs = {
+const runEventsArgs = z.object({
   runId: id,
   afterSeq: amount.nullish(),
   types: z.array(eventType).max(20, 'at most 20 types').nullish(),
-};
+});
+const runArgs = z.object({ runId: id });
+const unitArgs = z.object({ unitId: id });
 
 builder.subscriptionType({
   description:
@@ -44,7 +47,8 @@ builder.subscriptionField('runEvents', (t) =>
     },
     subscribe: async (_, args, { tenant, stores, live, connection }) => {
       const { runId, afterSeq, types } = validated(runEventsArgs, args);
-      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
+      // Whether the run is there, as appends know it (read at most once a minute per run).
+      await stores.events.ensureRun(tenant, runId);
       // An SSE client reconnecting says what it last got; that wins over the afterSeq it repeats.
       const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
       return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, sendBuffer: connection.sendBuffer });
@@ -60,7 +64,7 @@ builder.subscriptionField('runChanged', (t) =>
       "The run's current state, then its state after each change of status, budget or claim. Compare version (and budget.version, claim.version): larger is newer. A worker holding the run learns here that it was cancelled (status CANCELLED) or taken over (another claim).",
     args: { runId: t.arg.id({ required: true }) },
     subscribe: async (_, args, { tenant, stores, live, connection }) => {
-      const { runId } = validated({ runId: id }, args);
+      const { runId } = validated(runArgs, args);
       if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
       const seen = /^(\d{1,10})\.(\d{1,10})(?:\.(\d{1,10}))?$/.exec(connection.lastEventId ?? '');
       return live.runChanged({
@@ -80,7 +84,7 @@ builder.subscriptionField('leaseChanged', (t) =>
     description: "A unit's current lease (if it ever had one), then the lease after each change. Compare version: larger is newer.",
     args: { unitId: t.arg.id({ required: true }) },
     subscribe: (_, args, { tenant, live, connection }) => {
-      const { unitId } = validated({ unitId: id }, args);
+      const { unitId } = validated(unitArgs, args);
       return live.leaseChanged({ tenant, unitId, sendBuffer: connection.sendBuffer, seen: resumedSeq(connection.lastEventId) });
     },
     resolve: (lease: Lease) => lease,

@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
-import { newRun } from '../support/runs.ts';
+import { newRun, putEventRow } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -131,10 +131,11 @@ describe.skipIf(onlyEmbedded)('subscription delivery', () => {
     for (const sub of [narrow, wide, wideToo, filtered, overSse]) sub.stop();
   });
 
-  test('DynamoDB failing while a subscriber catches up: a masked, retryable error, then the end', async () => {
+  test('DynamoDB failing while a subscriber subscribes: a masked, retryable error, then the end', async () => {
     const runId = await newRun(api, { budgetCap: 10 });
-    await append(runId, 'a', null);
-    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError' });
+    // Written past the API: this server has not read the run yet, and its subscribe must.
+    await putEventRow(api, runId, 1);
+    using _ = engine.faults.inject({ operations: ['GetItem', 'Query'], error: 'InternalServerError' });
     const sub = subscribeWs<Record<string, unknown>>(
       ws,
       'subscription($r: ID!) { runEvents(runId: $r, afterSeq: 0) { seq } }',
@@ -153,8 +154,8 @@ describe.skipIf(onlyEmbedded)('subscription delivery', () => {
 
   test('DynamoDB failing once a live subscription has started: a masked, retryable error, then the end', async () => {
     const runId = await newRun(api, { budgetCap: 10 });
-    // The run is found (first Query); finding where it ends, to go live from there, fails.
-    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', skip: 1 });
+    // The run is found (a GetItem); finding where it ends (a Query), to go live from there, fails.
+    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError' });
     const sub = subscribeWs<Record<string, unknown>>(
       ws,
       'subscription($r: ID!) { runEvents(runId: $r) { seq } }',

@@ -34,6 +34,23 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 const writeDirectly = (runId: string, seq: number, type: string) => putEventRow(api, runId, seq, { type });
 
 describe('runEvents over graphql-ws', () => {
+  test('subscribing live to a run this server knows costs one read (where its events end), not a read of the run too', async () => {
+    const runId = await newRun(api);
+    await append(runId);
+    const before = api.requestInputs.length;
+    const sub = subscribeWs<Ev>(ws, RUN_EVENTS, { runId }, 'runEvents');
+    // Live from now: the next append arrives, the one before does not.
+    await waitFor(() => api.requestInputs.slice(before).some((r) => JSON.stringify(r.input).includes(runId)), {
+      what: 'the subscribe`s read',
+    });
+    await append(runId);
+    expect(seqs(await sub.until(1))).toEqual([2]);
+    const own = api.requestInputs.slice(before).filter((r) => JSON.stringify(r.input).includes(runId));
+    // The append's own put, and the subscribe's one Query of the end.
+    expect(own.map((r) => r.name).sort()).toEqual(['PutItemCommand', 'QueryCommand']);
+    sub.stop();
+  });
+
   test('an event row written straight into the table with the SDK reaches a subscriber', async () => {
     const runId = await newRun(api);
     await append(runId);

@@ -33,6 +33,14 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
     counters,
     /** The run's highest seq (0 for none), strongly consistent. */
     lastSeq: positions.lastSeq,
+    /**
+     * Whether the run exists: read strongly consistent, then trusted for a minute (a run is
+     * deleted only by its TTL, long after it finished).
+     * @throws RunNotFound
+     */
+    ensureRun: async (tenant: string, runId: string) => {
+      await positions.ensureRun(tenant, runId);
+    },
 
     /**
      * @throws RunNotFound
