@@ -6,6 +6,7 @@ import { expect, test } from 'vitest';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
+import { putEventRow } from '../support/runs.ts';
 import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -85,9 +86,10 @@ test('npm run tail rides out a moment when the table cannot be read', async () =
     await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
       input: { id: runId, task: 't', budgetCap: 1 },
     });
-    await api.gql(APPEND, { input: { runId, type: 'before' } });
+    // Written past the API: the server reads the run when the subscription starts.
+    await putEventRow(api, runId, 1, { type: 'before', payload: null });
     // The subscription's first reads fail: tail must resume, not give up.
-    using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', times: 4 });
+    using _ = engine.faults.inject({ operations: ['GetItem'], error: 'InternalServerError', times: 4 });
     const { child, out, exited } = tail([runId, '--from-start', '--url', api.url]);
     try {
       await waitFor(() => out.lines.length >= 1, { timeoutMs: 20_000, what: 'the event after the outage' });
