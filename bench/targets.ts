@@ -21,6 +21,8 @@ interface Figures {
   contention?: { groupCommit: { appendsPerSecond: number }; withoutGroupCommit: { appendsPerSecond: number } }[];
   fanOut?: {
     oneRun: { p99: number; serverCores: number };
+    /** The same appends with one subscriber: what they cost the server alone. */
+    oneSubscriber?: { serverCores: number };
     bareWs: { p99: number; serverCores: number };
     idle: { rssMiB: number; rssIdleMiB: number; subscribers: number; connectSeconds: number; bareConnectSeconds: number };
   };
@@ -45,7 +47,12 @@ export function targetsOf(results: Figures): Target[] {
     const { oneRun, bareWs, idle } = fanOut;
     targets.push(
       bound("fan-out, 1,000 subscribers on one run: delivery p99 at most 2x the bare ws broadcast's p99", oneRun.p99 / bareWs.p99, 2),
-      bound('fan-out server CPU at most 1.1x the bare ws broadcast', oneRun.serverCores / bareWs.serverCores, 1.1),
+      // The fan-out's own CPU (its appends' measured apart, as the issue asks): the bare broadcast writes no table.
+      bound(
+        "fan-out server CPU (the appends' own cost apart) at most 1.1x the bare ws broadcast",
+        (oneRun.serverCores - (fanOut.oneSubscriber?.serverCores ?? 0)) / bareWs.serverCores,
+        1.1,
+      ),
       bound('10,000 idle subscribers: connect and subscribe at most 3x bare ws connects', idle.connectSeconds / idle.bareConnectSeconds, 3),
       bound('memory per idle subscriber at most 32 KiB (10,000; KiB)', ((idle.rssMiB - idle.rssIdleMiB) * 1024) / idle.subscribers, 32),
     );
