@@ -16,6 +16,7 @@
  * What to do when is decided in event-feed-states.ts (its states, without I/O); this file
  * only does it: reads the table, sets the timers, listens to the hub, queues for the consumer.
  */
+
 import type { DeliveredEvent as FeedEvent } from '../domain/run.ts';
 import type { EventStore } from '../store/index.ts';
 import { eventBytes } from '../table/codec.ts';
@@ -23,6 +24,7 @@ import { type Change, topics } from './changes.ts';
 import { Channel } from './channel.ts';
 import { Effect, EventFeedMachine } from './event-feed-states.ts';
 import type { Hub, Listener } from './hub.ts';
+import type { Source } from './lazy.ts';
 import { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
@@ -214,7 +216,7 @@ class EventFeed implements Listener {
   }
 }
 
-export function eventFeed(options: EventFeedOptions): AsyncIterableIterator<FeedEvent> {
+export function eventFeed(options: EventFeedOptions): Source<FeedEvent> {
   const feed = new EventFeed(options);
   feed.start();
   return feed.out;

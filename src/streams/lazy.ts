@@ -3,21 +3,33 @@
  * went away before anything pulled (an SSE request aborted while the subscription was being
  * set up) then never subscribes to anything, and so leaks nothing. A class: every idle
  * subscriber holds one, and methods are shared where closures would be its own.
+ *
+ * A source that says when it closes (a Pullable: every feed's queue) has its own promises
+ * handed out, with no await of this iterator's own (each event costs each subscriber a promise
+ * per layer it passes through); another is awaited to see its end.
  */
+
+/** What a feed returns: any async iterator; one that can tell when it has closed is passed through. */
+export type Source<T> = AsyncIterableIterator<T> & { whenClosed?(then: () => void): void };
+
+const DONE: IteratorResult<never> = Object.freeze({ value: undefined, done: true as const });
+
 class Lazy<T> implements AsyncIterableIterator<T> {
-  private source: AsyncIterableIterator<T> | undefined;
+  private source: Source<T> | undefined;
   private untrack: (() => void) | undefined;
   private finished = false;
 
   constructor(
-    private readonly create: () => AsyncIterableIterator<T>,
-    private readonly track?: (source: AsyncIterableIterator<T>) => () => void,
+    private readonly create: () => Source<T>,
+    private readonly track?: (source: Source<T>) => () => void,
   ) {}
 
   private start() {
     if (!this.source) {
-      this.source = this.create();
-      this.untrack = this.track?.(this.source);
+      const source = this.create();
+      this.source = source;
+      this.untrack = this.track?.(source);
+      source.whenClosed?.(this.finish.bind(this));
     }
     return this.source;
   }
@@ -25,19 +37,23 @@ class Lazy<T> implements AsyncIterableIterator<T> {
   private finish() {
     this.finished = true;
     this.untrack?.();
+    this.untrack = undefined;
   }
 
-  async next(): Promise<IteratorResult<T>> {
-    if (this.finished) return { value: undefined, done: true };
-    const result = await this.start().next();
-    if (result.done) this.finish();
-    return result;
+  next(): Promise<IteratorResult<T>> {
+    if (this.finished) return Promise.resolve(DONE);
+    const source = this.start();
+    if (source.whenClosed) return source.next();
+    return source.next().then((result) => {
+      if (result.done) this.finish();
+      return result;
+    });
   }
 
   async return(): Promise<IteratorResult<T>> {
     this.finish();
     await this.source?.return?.();
-    return { value: undefined, done: true };
+    return DONE;
   }
 
   [Symbol.asyncIterator]() {
@@ -45,9 +61,6 @@ class Lazy<T> implements AsyncIterableIterator<T> {
   }
 }
 
-export function lazily<T>(
-  create: () => AsyncIterableIterator<T>,
-  track?: (source: AsyncIterableIterator<T>) => () => void,
-): AsyncIterableIterator<T> {
+export function lazily<T>(create: () => Source<T>, track?: (source: Source<T>) => () => void): AsyncIterableIterator<T> {
   return new Lazy(create, track);
 }

@@ -6,7 +6,7 @@ import type { Clients } from '../table/client.ts';
 import { type Change, decodeRecord } from './changes.ts';
 import { type EventFeedOptions, eventFeed } from './event-feed.ts';
 import { Hub } from './hub.ts';
-import { lazily } from './lazy.ts';
+import { lazily, type Source } from './lazy.ts';
 import { OutputFeed, type OutputFeedOptions } from './output-feed.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { createReplicas, type ReplicaOptions } from './replicas.ts';
@@ -56,8 +56,8 @@ export async function startLive({
   /** Feeds reading from the table because their subscriber fell behind. */
   const feedStats = { lagging: 0 };
   /** Open subscriptions, to end them on shutdown. */
-  const open = new Set<AsyncIterableIterator<unknown>>();
-  const track = (source: AsyncIterableIterator<unknown>) => {
+  const open = new Set<Source<unknown>>();
+  const track = (source: Source<unknown>) => {
     open.add(source);
     return () => open.delete(source);
   };

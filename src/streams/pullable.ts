@@ -10,9 +10,17 @@ export abstract class Pullable<T> implements AsyncIterableIterator<T> {
   private cancelHandOverWait: (() => void) | undefined;
   private failWaiter: ((err: unknown) => void) | undefined;
   private failure: unknown;
+  /** Also told when it closes (set once, by whoever tracks the stream). */
+  private closedHook: (() => void) | undefined;
   protected done = false;
 
   constructor(private readonly onClose?: () => void) {}
+
+  /** Calls `then` once the stream has closed (at once if it has). */
+  whenClosed(then: () => void) {
+    if (this.done) then();
+    else this.closedHook = then;
+  }
 
   /** What a next() gets now, if anything (undefined: it waits). */
   protected abstract take(): IteratorResult<T> | undefined;
@@ -96,5 +104,7 @@ export abstract class Pullable<T> implements AsyncIterableIterator<T> {
     this.waiter = this.failWaiter = undefined;
     waiter?.({ value: undefined, done: true });
     this.onClose?.();
+    this.closedHook?.();
+    this.closedHook = undefined;
   }
 }

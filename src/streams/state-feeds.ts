@@ -10,6 +10,7 @@ import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
 import type { Hub } from './hub.ts';
 import { Latest } from './latest.ts';
+import type { Source } from './lazy.ts';
 import type { SendBuffer } from './send-buffer.ts';
 
 export interface RunState {
@@ -46,10 +47,7 @@ export interface LeaseFeedQuery {
 }
 
 /** Status and budget changes of a run, as its whole latest state. */
-export function runFeed(
-  { hub, stores, onError }: FeedDeps,
-  { tenant, runId, sendBuffer, seen }: RunFeedQuery,
-): AsyncIterableIterator<RunState> {
+export function runFeed({ hub, stores, onError }: FeedDeps, { tenant, runId, sendBuffer, seen }: RunFeedQuery): Source<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
   let claim: RunClaim | null = null;
@@ -131,10 +129,7 @@ export function runFeed(
 }
 
 /** Changes of a unit's lease. */
-export function leaseFeed(
-  { hub, stores, onError }: FeedDeps,
-  { tenant, unitId, sendBuffer, seen }: LeaseFeedQuery,
-): AsyncIterableIterator<Lease> {
+export function leaseFeed({ hub, stores, onError }: FeedDeps, { tenant, unitId, sendBuffer, seen }: LeaseFeedQuery): Source<Lease> {
   let lease: Lease | null = null;
   const out = new Latest<Lease>({ sendBuffer, onClose: () => unsubscribe() });
   let ready = false;

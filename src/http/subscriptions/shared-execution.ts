@@ -6,7 +6,7 @@
  */
 
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
-import { mapAsyncIterator, type Plugin } from 'graphql-yoga';
+import type { Plugin } from 'graphql-yoga';
 import { attached } from '../../lib/attached.ts';
 import type { Context } from '../../schema/context.ts';
 import type { Mask } from '../errors.ts';
@@ -59,11 +59,56 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
   };
 }
 
+const DONE: IteratorResult<never> = Object.freeze({ value: undefined, done: true as const });
+
+/**
+ * The feed's events as results: one promise step per event (each subscriber pays every step
+ * of every event it gets), return() straight to the feed, so an idle feed closes at once. A
+ * class: every idle subscriber holds one.
+ */
+class Results implements AsyncIterableIterator<ExecutionResult> {
+  private readonly step: (item: IteratorResult<unknown>) => IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>>;
+
+  constructor(
+    private readonly source: AsyncIterator<unknown>,
+    execute: (payload: unknown) => Result,
+  ) {
+    this.step = (item) => {
+      if (item.done) return DONE;
+      let result: Result;
+      try {
+        result = execute(item.value);
+      } catch (err) {
+        // As an iterator that fails: the feed is closed, then the error goes on.
+        return Promise.resolve(this.source.return?.()).then(() => Promise.reject(err));
+      }
+      return result instanceof Promise ? result.then((value) => ({ value, done: false })) : { value: result, done: false };
+    };
+  }
+
+  next() {
+    return this.source.next().then(this.step);
+  }
+
+  async return() {
+    await this.source.return?.();
+    return DONE;
+  }
+
+  async throw(err: unknown): Promise<IteratorResult<ExecutionResult>> {
+    await this.source.return?.();
+    throw err;
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
 async function subscribeShared(args: ExecutionArgs) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  // return() goes straight to the source, so an idle feed closes at once.
-  return mapAsyncIterator(stream[Symbol.asyncIterator](), sharedExecution(args));
+  return new Results(stream[Symbol.asyncIterator](), sharedExecution(args));
 }
 
 export const sharedDelivery: Plugin<Context> = {
