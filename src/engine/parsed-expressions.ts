@@ -66,18 +66,19 @@ function rebound(tree: unknown, swaps: Map<unknown, unknown>): unknown {
   return copy ?? tree;
 }
 
-/** The type of each value by name (`:a=N,:b=S`), or undefined when one is not a single-typed value. */
+/** Each value's name and type (`[[":a","N"],[":b","S"]]`), or undefined when one is not a single-typed value. */
 function typesOf(values: unknown): string | undefined {
-  if (values == null) return '';
+  if (values == null) return '[]';
   if (typeof values !== 'object') return undefined;
-  let types = '';
+  const types: [string, string][] = [];
   for (const [name, value] of Object.entries(values)) {
     if (value === null || typeof value !== 'object') return undefined;
     const tags = Object.keys(value);
     if (tags.length !== 1) return undefined;
-    types += `${name}=${tags[0]},`;
+    types.push([name, tags[0] as string]);
   }
-  return types;
+  // As JSON: no name, however it is spelled, can make two different sets of values look alike.
+  return JSON.stringify(types);
 }
 
 /** A bounded map kept in the order of last use. */
@@ -122,8 +123,10 @@ export function keepingParses(
     const values = (data.ExpressionAttributeValues ?? {}) as Values;
     const swaps = new Map<unknown, unknown>();
     for (const [name, value] of Object.entries(values)) {
-      if (checkValue(value)) return false;
-      swaps.set(kept.values?.[name], value);
+      const old = kept.values && Object.hasOwn(kept.values, name) ? kept.values[name] : undefined;
+      // Every value the kept trees hold is replaced, or the parse is not reused.
+      if (old === undefined || checkValue(value)) return false;
+      swaps.set(old, value);
     }
     apply(
       data,

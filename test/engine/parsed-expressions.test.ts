@@ -108,6 +108,29 @@ describe('through the engine', () => {
     expect(await put({ SS: [] })).toMatch(/may not be empty/);
   });
 
+  test('values named in a way that spells another request`s names and types are refused, not judged by that request`s values', async () => {
+    const pk = uniqueName();
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), n: { N: '1' } } }));
+    const put = (values: Record<string, unknown>) =>
+      client
+        .send(
+          new PutItemCommand({
+            TableName: table,
+            Item: { ...key(pk), n: { N: '1' } },
+            ConditionExpression: '#n = :a OR #n = :b',
+            ExpressionAttributeNames: { '#n': 'n' },
+            ExpressionAttributeValues: values as never,
+          }),
+        )
+        .then(
+          () => 'written',
+          (err: Error) => err.name,
+        );
+    expect(await put({ ':a': { N: '1' }, ':b': { N: '2' } })).toBe('written');
+    expect(await put({ ':a=N,:b': { N: '5' } })).toBe('ValidationException');
+    expect(await put({ '[":a","N"],[":b"': { N: '5' } })).toBe('ValidationException');
+  });
+
   test('BETWEEN and attribute_type judge their values` content on every request', async () => {
     const pk = uniqueName();
     await client.send(new PutItemCommand({ TableName: table, Item: { pk: { S: pk }, sk: { S: 'b' } } }));
