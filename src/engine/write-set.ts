@@ -96,6 +96,9 @@ export class WriteSet {
         reject(err);
       };
       runAction(operation, this.store, data, releaseAll).then(resolve, reject);
+    }).finally(() => {
+      // A transaction's later check reads its item through this store too: not under this condition.
+      this.request = undefined;
     });
   }
 

@@ -170,6 +170,21 @@ describe('TransactWriteItems', () => {
     expect(await get(key(pk, 'y'))).toBeUndefined();
   });
 
+  test("a check after a put is judged by its own condition, not the put's", async () => {
+    const pk = uniqueName();
+    // The put's condition would throw on the checked item (begins_with on two maps), never on its own.
+    await client.send(new PutItemCommand({ TableName: table, Item: { ...key(pk), m1: { M: {} }, m2: { M: {} } } }));
+    await client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          { Put: { TableName: table, Item: key(pk, 'y'), ConditionExpression: 'attribute_not_exists(pk) OR begins_with(m1, m2)' } },
+          { ConditionCheck: { TableName: table, Key: key(pk), ConditionExpression: 'attribute_exists(pk)' } },
+        ],
+      }),
+    );
+    expect(await get(key(pk, 'y'))).toEqual(key(pk, 'y'));
+  });
+
   test('an action on a missing table refuses the whole transaction', async () => {
     const pk = uniqueName();
     const err = await failure(
