@@ -136,9 +136,21 @@ export function isDynaliteOperation(name: string): name is DynaliteOperation {
 
 const actions = new Map<DynaliteOperation, Action>();
 const actionValidations = new Map<DynaliteOperation, Validation>();
+/** Each operation's members with only the checks dynalite makes at the top level (required, table name). */
+const topLevelValidations = new Map<DynaliteOperation, Validation['types']>();
 for (const [operation, file] of Object.entries(actionNames) as [DynaliteOperation, string][]) {
   actions.set(operation, require(`dynalite/actions/${file}.js`));
-  actionValidations.set(operation, require(`dynalite/validations/${file}.js`));
+  const validation: Validation = require(`dynalite/validations/${file}.js`);
+  actionValidations.set(operation, validation);
+  topLevelValidations.set(
+    operation,
+    Object.fromEntries(
+      Object.entries(validation.types).map(([name, spec]) => {
+        const { required, tableName } = spec as { required?: boolean; tableName?: boolean };
+        return [name, { ...(required ? { required } : {}), ...(tableName ? { tableName } : {}) }];
+      }),
+    ),
+  );
 }
 
 export function createStore(options: { path?: string; createTableMs: number }): Store {
@@ -174,18 +186,20 @@ export function validate(operation: DynaliteOperation, body: Record<string, unkn
 }
 
 /**
- * `validate` for a request whose types are already checked, by a spec that gives its members
- * the types `operation` gives them (a transaction's member, checked with the transaction): the
- * rest of dynalite's validation (required members, expressions parsed) without checking every
- * attribute value's type a second time.
+ * `validate` for a request already checked by a spec that gives its members the types and
+ * validations `operation` gives them (a transaction's member, checked with the transaction):
+ * what that spec could not check (required members and table names, which dynalite checks at the
+ * top level only, and the operation's own step, which parses expressions) without walking every
+ * member's validations a second time.
  * @throws EngineError (ValidationException) for bad input
  */
 export function validateTyped(operation: DynaliteOperation, data: Record<string, unknown>, store: Store) {
   const validation = actionValidations.get(operation);
-  if (!validation) throw new Error(`no validation for ${operation}`);
+  const topLevel = topLevelValidations.get(operation);
+  if (!validation || !topLevel) throw new Error(`no validation for ${operation}`);
   try {
     const copy = { ...data };
-    validations.checkValidations(copy, validation.types, validation.custom, store);
+    validations.checkValidations(copy, topLevel, validation.custom, store);
     return copy;
   } catch (err) {
     throw toEngineError(err);
