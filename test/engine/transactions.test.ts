@@ -185,6 +185,26 @@ describe('TransactWriteItems', () => {
     expect(await get(key(pk, 'y'))).toEqual(key(pk, 'y'));
   });
 
+  test("a member's own checks still refuse it: table name, required members, its expressions", async () => {
+    const pk = uniqueName();
+    const refusal = async (member: TransactWriteItem) =>
+      failure(client.send(new TransactWriteItemsCommand({ TransactItems: [{ Put: { TableName: table, Item: key(pk) } }, member] })));
+    const messages = {
+      pattern: await refusal({ Put: { TableName: 'no spaces!', Item: key(pk, 'b') } }),
+      short: await refusal({ Put: { TableName: 'ab', Item: key(pk, 'b') } }),
+      missing: await refusal({ Put: { Item: key(pk, 'b') } as never }),
+      unparsable: await refusal({ Put: { TableName: table, Item: key(pk, 'b'), ConditionExpression: 'attribute_not_exists(' } }),
+    };
+    const at = "at 'transactItems.2.member.put.tableName' failed to satisfy constraint: Member must";
+    expect(Object.fromEntries(Object.entries(messages).map(([what, err]) => [what, `${err.name}: ${err.message}`]))).toEqual({
+      pattern: `ValidationException: 1 validation error detected: Value 'no spaces!' ${at} satisfy regular expression pattern: [a-zA-Z0-9_.-]+`,
+      short: `ValidationException: 1 validation error detected: Value 'ab' ${at} have length greater than or equal to 3`,
+      missing: `ValidationException: 1 validation error detected: Value null ${at} not be null`,
+      unparsable: expect.stringMatching(/^ValidationException: Invalid ConditionExpression: Syntax error/),
+    });
+    expect(await get(key(pk))).toBeUndefined();
+  });
+
   test('an action on a missing table refuses the whole transaction', async () => {
     const pk = uniqueName();
     const err = await failure(
