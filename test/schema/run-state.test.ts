@@ -1,8 +1,9 @@
 /** Optimistic concurrency on runs, their listing, and TTL of finished runs. */
 
 import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { uniqueName } from '../support/aws.ts';
+import { ownEngine } from '../support/engine.ts';
 import { runPartition } from '../support/runs.ts';
 import { type GraphQLResponse, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -13,7 +14,11 @@ interface RunsPage {
 
 let api: TestServer;
 beforeAll(async () => {
-  api = await startTestServer({ RUNPLANE_RUN_RETENTION_DAYS: '7' });
+  // An engine whose TTL deletes an item an hour after it expired: a row these tests expire stays
+  // until they are done with it, however long a loaded machine takes between their requests.
+  const { engine } = await ownEngine({ ttlDeleteDelayMs: 3_600_000 });
+  afterAll(() => engine.close());
+  api = await startTestServer({ endpoint: engine.endpoint, env: { RUNPLANE_RUN_RETENTION_DAYS: '7' } });
 });
 
 const CREATE = `mutation($input: CreateRunInput!) { createRun(input: $input) { __typename ... on Run { id createdAt status } } }`;
