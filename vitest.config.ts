@@ -1,6 +1,8 @@
 import { createRequire } from 'node:module';
+import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
-import { filesOf, type Tier, tiers } from './test/tiers.ts';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { filesOf, runOrder, type Tier, tierOf, tiers } from './test/tiers.ts';
 
 const require = createRequire(import.meta.url);
 const root = import.meta.dirname;
@@ -19,6 +21,14 @@ const project = (name: Tier) => ({
   },
 });
 
+/** Files in test/tiers.ts's run order (vitest's own orders projects by name), each tier's in vitest's order. */
+class TiersInRunOrder extends BaseSequencer {
+  override async sort(files: TestSpecification[]) {
+    const rank = (file: TestSpecification) => runOrder.indexOf(tierOf(relative(root, file.moduleId)) as Tier);
+    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
+  }
+}
+
 export default defineConfig({
   resolve: {
     // graphql 16 ships CommonJS and ESM copies; Node (and so every library) loads the CommonJS one.
@@ -28,6 +38,7 @@ export default defineConfig({
   test: {
     // `npm test` runs every tier; `npm run test:quick` the ones without processes, browsers or Redis.
     projects: (Object.keys(tiers) as Tier[]).map(project),
+    sequence: { sequencer: TiersInRunOrder },
     // Most files wait on servers and sockets, not on the CPU: more of them at once than cores.
     maxWorkers: 3,
     // Generous: a test waits on conditions, and a slow or loaded machine must not fail it.

@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { inProcessTiers, quickTiers, testFiles, tierOf, tiers } from './tiers.ts';
+import { inProcessTiers, quickTiers, runOrder, testFiles, tierOf, tiers } from './tiers.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -43,6 +43,10 @@ function starterChain(file: string, seen = new Set<string>()): string[] | undefi
 
 describe('test tiers', () => {
   const files = testFiles(root);
+
+  test('the run order names every tier once', () => {
+    expect([...runOrder].sort()).toEqual(Object.keys(tiers).sort());
+  });
 
   test('every test file belongs to a tier', () => {
     expect(files.length).toBeGreaterThan(100);

@@ -64,6 +64,13 @@ export const tiers = {
 
 export type Tier = keyof typeof tiers;
 
+/**
+ * The order a whole run starts the tiers' files in: the tier of the longest file first (chaos is
+ * one file of two minutes), so the long ones run while the others fill the workers around them,
+ * and the many short files of `unit` come last to even out the end.
+ */
+export const runOrder: readonly Tier[] = ['chaos', 'browser', 'e2e', 'long', 'unit'];
+
 /** The tiers that start no process, browser or Redis. */
 export const inProcessTiers: readonly Tier[] = ['unit', 'long'];
 
