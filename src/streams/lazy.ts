@@ -9,10 +9,10 @@
  * per layer it passes through); another is awaited to see its end.
  */
 
+import { DONE } from '../lib/iteration.ts';
+
 /** What a feed returns: any async iterator; one that can tell when it has closed is passed through. */
 export type Source<T> = AsyncIterableIterator<T> & { whenClosed?(then: () => void): void };
-
-const DONE: IteratorResult<never> = Object.freeze({ value: undefined, done: true as const });
 
 class Lazy<T> implements AsyncIterableIterator<T> {
   private source: Source<T> | undefined;

@@ -8,6 +8,7 @@
 import { createSourceEventStream, type DocumentNode, type ExecutionArgs, type ExecutionResult, execute, type GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { attached } from '../../lib/attached.ts';
+import { DONE } from '../../lib/iteration.ts';
 import type { Context } from '../../schema/context.ts';
 import type { Mask } from '../errors.ts';
 
@@ -58,8 +59,6 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
     return result;
   };
 }
-
-const DONE: IteratorResult<never> = Object.freeze({ value: undefined, done: true as const });
 
 /**
  * The feed's events as results: one promise step per event (each subscriber pays every step
