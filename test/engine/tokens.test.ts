@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DynamoDBClient, GetItemCommand, PutItemCommand, TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, test } from 'vitest';
+import { createStore, type LevelOp, type MainDb } from '../../src/engine/dynalite.ts';
+import { createTokens, TOKEN_TTL_MS } from '../../src/engine/transactions/tokens.ts';
 import { createTestTable } from '../support/aws.ts';
 import { manualClock, onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { failure } from '../support/failure.ts';
@@ -97,5 +99,89 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
     await stalled;
     await increment(client, name, 'second');
     expect(await counter(client, name)).toBe('2');
+  });
+});
+
+describe('pruning beside transactions in flight', () => {
+  /** A store's database, whose prune batches (they delete expiry entries) can be held back. */
+  async function tokensOnStore() {
+    const store = createStore({ createTableMs: 0 });
+    await store.db.open();
+    leftovers.push(() => store.db.close());
+    let now = 1_000_000;
+    let beforePruneBatch: (() => Promise<void>) | undefined;
+    let afterPruneRead: (() => void) | undefined;
+    const real = store.db;
+    // Its own methods, on the database: level's private fields need it as `this`.
+    const db = {
+      values: (options: Parameters<MainDb['values']>[0]) => real.values(options),
+      get: async (key: string) => {
+        const value = await real.get(key);
+        if (key.startsWith('rp-txtok~')) afterPruneRead?.();
+        return value;
+      },
+      batch: async (ops: LevelOp[]) => {
+        if (ops.some((op) => op.type === 'del' && op.key.startsWith('rp-txexp~'))) await beforePruneBatch?.();
+        return real.batch(ops);
+      },
+    } as MainDb;
+    const tokens = createTokens(db, () => now);
+    const commit = async (token: string, hash: string) => {
+      const claim = await tokens.claim(token, hash);
+      if (!('ops' in claim)) throw new Error(`token ${token} answered from before`);
+      await db.batch(claim.ops);
+      claim.release();
+    };
+    const expiryEntries = async () => {
+      let n = 0;
+      for await (const _ of real.keys({ gte: 'rp-txexp~', lt: 'rp-txexp~~' })) n++;
+      return n;
+    };
+    return {
+      tokens,
+      commit,
+      expiryEntries,
+      pass: (ms: number) => {
+        now += ms;
+      },
+      hooks: (h: { beforePruneBatch?: () => Promise<void>; afterPruneRead?: () => void }) => {
+        beforePruneBatch = h.beforePruneBatch;
+        afterPruneRead = h.afterPruneRead;
+      },
+    };
+  }
+
+  test('a token used again while a prune deletes its expired use keeps the new use', async () => {
+    const { tokens, commit, pass, hooks } = await tokensOnStore();
+    await commit('t', 'first');
+    pass(TOKEN_TTL_MS + 1);
+    // Between the prune's read of the old use and its deletes, a new transaction takes the token.
+    let reuse: Promise<void> | undefined;
+    hooks({
+      afterPruneRead: () => {
+        reuse ??= commit('t', 'second');
+      },
+      // Held back until the new use has landed, or a second has passed (the prune holds the token: the new use waits for it).
+      beforePruneBatch: () => Promise.race([reuse, new Promise<void>((resolve) => setTimeout(resolve, 1_000))]),
+    });
+    expect(await tokens.prune()).toBe(1);
+    hooks({});
+    await reuse;
+    // A retry of the new transaction is answered from its token, not applied again.
+    expect(await tokens.claim('t', 'second')).toEqual({ result: {} });
+  });
+
+  test('a token in flight is left to a later prune, which deletes it', async () => {
+    const { tokens, commit, pass, expiryEntries } = await tokensOnStore();
+    await commit('t', 'first');
+    pass(TOKEN_TTL_MS + 1);
+    const inFlight = await tokens.claim('t', 'second');
+    if (!('ops' in inFlight)) throw new Error('expected a new use of the token');
+    expect(await tokens.prune()).toBe(0);
+    expect(await expiryEntries()).toBe(1);
+    // Its transaction was cancelled: nothing written, the old use is pruned next time.
+    inFlight.release();
+    expect(await tokens.prune()).toBe(1);
+    expect(await expiryEntries()).toBe(0);
   });
 });

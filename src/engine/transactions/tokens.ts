@@ -31,6 +31,8 @@ export type Claim = { result: Record<string, unknown> } | { ops: LevelOp[]; rele
 export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS) {
   /** Tokens of transactions in flight, with the hash of their request. */
   const pending = new Map<string, string>();
+  /** Tokens a prune is deleting, with the moment its batch lands: a claim of one waits for it. */
+  const pruning = new Map<string, Promise<void>>();
   let pruned = 0;
 
   /**
@@ -38,6 +40,8 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
    * @throws TransactionInProgressException while the same request is still running
    */
   async function claim(token: string, hash: string): Promise<Claim> {
+    // A token being pruned is used again only once the prune's deletes have landed.
+    for (let busy = pruning.get(token); busy; busy = pruning.get(token)) await busy;
     const running = pending.get(token);
     if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
     if (pending.size >= maxPending) {
@@ -73,25 +77,44 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
     };
   }
 
-  /** Deletes the tokens whose window has passed, oldest first, in bounded batches. Returns how many. */
+  /**
+   * Deletes the tokens whose window has passed, oldest first, in bounded batches. Returns how many.
+   * A token in flight is left for a later prune (its transaction may be about to write it again).
+   */
   async function prune() {
     const cutoff = now() - TOKEN_TTL_MS;
     let count = 0;
+    let after = expiryPrefix;
     for (;;) {
-      const expired: { token: string; at: number }[] = [];
-      for await (const value of db.values({ gte: expiryPrefix, lt: expiryKey(cutoff, ''), limit: PRUNE_BATCH })) {
-        expired.push(value as { token: string; at: number });
+      const expired: { key: string; token: string; at: number }[] = [];
+      for await (const value of db.values({ gt: after, lt: expiryKey(cutoff, ''), limit: PRUNE_BATCH })) {
+        const { token, at } = value as { token: string; at: number };
+        expired.push({ key: expiryKey(at, token), token, at });
       }
       if (expired.length === 0) break;
-      const ops: LevelOp[] = [];
-      for (const { token, at } of expired) {
-        ops.push({ type: 'del', key: expiryKey(at, token) });
-        // The token may have been used again since (after its window): keep that newer use.
-        const stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
-        if (stored?.at === at) ops.push({ type: 'del', key: tokenKey(token) });
+      after = (expired.at(-1) as (typeof expired)[number]).key;
+      let landed!: () => void;
+      const landing = new Promise<void>((resolve) => {
+        landed = resolve;
+      });
+      const mine: string[] = [];
+      try {
+        const ops: LevelOp[] = [];
+        for (const { key, token, at } of expired) {
+          if (pending.has(token) || pruning.has(token)) continue;
+          pruning.set(token, landing);
+          mine.push(token);
+          ops.push({ type: 'del', key });
+          // The token may have been used again since (after its window): keep that newer use.
+          const stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
+          if (stored?.at === at) ops.push({ type: 'del', key: tokenKey(token) });
+        }
+        if (ops.length > 0) await db.batch(ops);
+      } finally {
+        for (const token of mine) pruning.delete(token);
+        landed();
       }
-      await db.batch(ops);
-      count += expired.length;
+      count += mine.length;
     }
     pruned += count;
     return count;
