@@ -5,10 +5,11 @@
  * still is to STALLED, with a `run.stalled` event. The step is conditioned on that very
  * claim, so however many watchers there are (one lease changing hands, say), a claim's expiry
  * makes one `run.stalled` at most. A run is found within its claim's TTL plus one interval
- * (plus the watcher lease's TTL when the replica holding it dies).
+ * (plus the watcher lease's TTL when the replica holding it dies). An expired claim of a run
+ * awaiting approval leaves the index until the run is approved (which lists it again).
  */
 import { heldByOther } from '../domain/lease.ts';
-import { isTerminal } from '../domain/run.ts';
+import { isTerminal, type RunStatus, stallable } from '../domain/run.ts';
 import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RunStore } from '../store/index.ts';
@@ -20,13 +21,15 @@ const WATCHER_UNIT = 'stall-watcher';
 const PER_ROUND = 100;
 
 export interface StallWatcherOptions {
-  runs: Pick<RunStore, 'stall' | 'expiredClaims' | 'unlistClaim' | 'head'>;
+  runs: Pick<RunStore, 'stall' | 'expiredClaims' | 'unlistClaim' | 'unlistClaimWhile' | 'head'>;
   leases: ShardLeases;
   /** This replica's name in the lease row. */
   owner: string;
   intervalMs: number;
   log: Logger;
   now?: () => number;
+  /** Expired claims looked at per index shard and round (default 100). */
+  perRound?: number;
 }
 
 export class StallWatcher {
@@ -73,13 +76,20 @@ export class StallWatcher {
     const { runs } = this.options;
     this.counts.rounds++;
     const now = (this.options.now ?? Date.now)();
-    for (const { tenant, runId, claim } of await runs.expiredClaims(now, PER_ROUND)) {
+    for (const { tenant, runId, claim } of await runs.expiredClaims(now, this.options.perRound ?? PER_ROUND)) {
       if (this.stopping.signal.aborted) return;
       try {
         const head = await runs.head(tenant, runId);
         // A finished (or vanished) run's claim has nothing more to say: out of the index.
-        if (!head || isTerminal(head.meta.status as never)) {
+        const status = head?.meta.status as RunStatus | undefined;
+        if (!status || isTerminal(status)) {
           await runs.unlistClaim(tenant, runId, claim);
+          continue;
+        }
+        // Awaiting approval, it cannot stall now (an approval lists the claim again). Left in the
+        // index, such claims, oldest of all, would fill every round's page ahead of newer ones.
+        if (!stallable.has(status)) {
+          await runs.unlistClaimWhile(tenant, runId, claim, status);
           continue;
         }
         if (await runs.stall(tenant, runId, claim)) this.counts.stalled++;

@@ -4,6 +4,9 @@
  * found once their claim runs out, and taken over.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
+import type { ShardLeases } from '../../src/store/leases/shards.ts';
+import { StallWatcher } from '../../src/streams/stall-watcher.ts';
+import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { metric } from '../support/metrics.ts';
 import { newRun, storedEventRows } from '../support/runs.ts';
@@ -273,6 +276,65 @@ describe('stalled runs', () => {
     }
     expect((await state(renewed)).status).toBe('RUNNING');
     expect((await state(released)).status).toBe('RUNNING');
+  });
+});
+
+describe('stalled runs beside runs awaiting approval', () => {
+  test('expired claims of runs awaiting approval never hold back a stall; an approved one is found STALLED', async () => {
+    // A server whose own watcher looks only once (at start): this test's watcher looks when told,
+    // one expired claim per index shard and round, so a claim it cannot stall must leave its page.
+    const quiet = await startTestServer({ env: { RUNPLANE_API_KEYS: `${OPS}=default:write:ops`, RUNPLANE_STALL_CHECK_SECONDS: '3600' } });
+    const gql = (query: string, input: Record<string, unknown>) => quiet.gql(query, { input }, as);
+    const watcher = new StallWatcher({
+      runs: quiet.server.stores.runs,
+      // round() alone: no lease taken.
+      leases: {} as ShardLeases,
+      owner: 'test',
+      intervalMs: 3_600_000,
+      log: { info: () => undefined, warn: () => undefined, error: () => undefined } as never,
+      perRound: 1,
+    });
+    // Four runs in one index shard: three awaiting approval, their claims running out first, then one RUNNING.
+    const shardOf = (runId: string) => keys.claimListing('default', runId, 0).gsi1pk;
+    const ids: string[] = [];
+    for (let i = 0; ids.length < 4; i++) {
+      const id = uniqueName(`shard-${i}`);
+      if (ids.length === 0 || shardOf(id) === shardOf(ids[0] as string)) ids.push(id);
+    }
+    const [running, ...awaiting] = ids.reverse() as [string, ...string[]];
+    let lastEnd = 0;
+    for (const runId of [...awaiting, running]) {
+      await newRun(quiet, { ...as, id: runId });
+      const claimed = (await gql(CLAIM, { runId, holder: 'gone', ttlSeconds: 1 })).data.claimRun;
+      lastEnd = Date.parse(claimed.expiresAt);
+      if (runId === running) continue;
+      const asked = await gql('mutation($input: RequestApprovalInput!) { requestApproval(input: $input) { __typename } }', {
+        runId,
+        request: 'go on?',
+        fencingToken: claimed.token,
+      });
+      expect(asked.data.requestApproval.__typename).toBe('Run');
+    }
+    const statusOf = async (runId: string) =>
+      (await quiet.gql('query($id: ID!) { run(id: $id, consistent: true) { status } }', { id: runId }, as)).data.run.status;
+    await waitFor(async () => Date.now() > lastEnd, { what: 'every claim to run out' });
+    // One round per claim ahead of the RUNNING run's, and one for it.
+    for (let round = 0; round <= awaiting.length && (await statusOf(running)) !== 'STALLED'; round++) await watcher.round();
+    expect(await statusOf(running)).toBe('STALLED');
+    for (const runId of awaiting) expect(await statusOf(runId)).toBe('AWAITING_APPROVAL');
+    // Approved, a run whose claim ran out can stall again: its claim is back in the index.
+    const approved = awaiting[0] as string;
+    const resolved = await gql(
+      'mutation($input: ResolveApprovalInput!) { resolveApproval(input: $input) { __typename ... on Run { status } } }',
+      {
+        runId: approved,
+        approve: true,
+      },
+    );
+    expect(resolved.data.resolveApproval).toEqual({ __typename: 'Run', status: 'RUNNING' });
+    await watcher.round();
+    expect(await statusOf(approved)).toBe('STALLED');
+    expect(watcher.counts.stalled).toBe(2);
   });
 });
 

@@ -3,12 +3,14 @@
  * store/runs/step.ts), so the timeline never shows a decision the status does not. The
  * request may be fenced by the run's claim; a rejection ends the run, and its claim with it.
  */
+
+import { claimLiveAt } from '../../domain/claim.ts';
 import { ClaimLost, StatusConflict } from '../../domain/errors.ts';
-import type { Run, RunEvent, RunStatus, ServerEventType } from '../../domain/run.ts';
+import { type Run, type RunEvent, type RunStatus, type ServerEventType, stallable } from '../../domain/run.ts';
 import { storedResult, toClaim } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
-import { claimEnd, fence } from './claim-writes.ts';
+import { claimEnd, claimRelisting, fence } from './claim-writes.ts';
 import type { Steps } from './step.ts';
 
 export interface ApprovalStep {
@@ -35,7 +37,7 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
     steps.step(
       input.tenant,
       input.runId,
-      ({ run, at }) => {
+      ({ run, claim, at }) => {
         const versionWrong = input.expectedVersion !== undefined && input.expectedVersion !== run.version;
         if (run.status !== input.from || versionWrong)
           throw new StatusConflict(input.runId, input.from, run.status, run.version, input.expectedVersion);
@@ -44,13 +46,19 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
           to: input.to,
           type: input.type,
           payload: input.payload,
-          also: (expires) =>
-            expires !== undefined
-              ? [claimEnd(tableName, input.tenant, input.runId, at, { token, expires })]
-              : token !== undefined
-                ? [fence(tableName, input.tenant, input.runId, token, at)]
-                : [],
-          refusal: (_, found) => new ClaimLost(input.runId, toClaim(found), at),
+          also: (expires) => {
+            if (expires !== undefined) return [claimEnd(tableName, input.tenant, input.runId, at, { token, expires })];
+            // Approved: the run can stall again, so its claim goes back in the stall index (the
+            // watcher takes an expired claim out while its run awaits approval).
+            if (stallable.has(input.to) && claim) return [claimRelisting(tableName, input.tenant, claim, at, token)];
+            return token !== undefined ? [fence(tableName, input.tenant, input.runId, token, at)] : [];
+          },
+          refusal: (_, found) => {
+            const now = toClaim(found);
+            if (token !== undefined && !(now?.token === token && claimLiveAt(now, at))) return new ClaimLost(input.runId, now, at);
+            // Unfenced, or still the token's: the claim moved (renewed, say) since the read; decide again.
+            return undefined;
+          },
         };
       },
       claim,

@@ -47,6 +47,38 @@ export function claimPut(tableName: string, tenant: string, claim: RunClaim, see
   };
 }
 
+/** The update taking a claim out of the stall index, unless the claim changed since it was read. */
+export const claimUnlisting = (tableName: string, tenant: string, runId: string, claim: RunClaim) => ({
+  TableName: tableName,
+  Key: keys.claim(tenant, runId),
+  ConditionExpression: '#version = :seen',
+  UpdateExpression: 'REMOVE gsi1pk, gsi1sk',
+  ExpressionAttributeNames: { '#version': attr.version },
+  ExpressionAttributeValues: { ':seen': claim.version },
+});
+
+/**
+ * The claim back in the stall index, by when it ran out or runs out (its run can stall again:
+ * approved), while it is the claim read; fenced by `token` too when the request carries one.
+ */
+export function claimRelisting(tableName: string, tenant: string, claim: RunClaim, at: number, token?: number): Write {
+  const guard = token === undefined ? undefined : fenced(token, at);
+  const listing = keys.claimListing(tenant, claim.runId, claim.expiresAt.getTime());
+  return {
+    Update: {
+      TableName: tableName,
+      Key: keys.claim(tenant, claim.runId),
+      UpdateExpression: 'SET gsi1pk = :listPk, gsi1sk = :listSk',
+      ConditionExpression: `#version = :seen${guard ? ` AND ${guard.condition}` : ''}`,
+      ExpressionAttributeNames: {
+        '#version': attr.version,
+        ...(guard ? { '#token': names['#token'], '#claimUntil': names['#claimUntil'] } : {}),
+      },
+      ExpressionAttributeValues: { ':seen': claim.version, ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk, ...(guard?.values ?? {}) },
+    },
+  };
+}
+
 /** The fencing condition as its parts: the claim row's token is `token`, and its claim has not run out. */
 const fenced = (token: number, at: number) => ({
   condition: '#token = :fenceToken AND #claimUntil > :fenceNow',

@@ -8,14 +8,14 @@
 import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { claimLiveAt, releaseClaim, renewClaim, takeClaim } from '../../domain/claim.ts';
 import { ClaimLost, RunHeld, RunNotFound, StatusConflict } from '../../domain/errors.ts';
-import { isTerminal, type Run, type RunClaim, type RunEvent, stallable } from '../../domain/run.ts';
-import { attr, storedResult, toClaim, toRun } from '../../table/codec.ts';
+import { isTerminal, type Run, type RunClaim, type RunEvent, type RunStatus, stallable } from '../../domain/run.ts';
+import { storedResult, toClaim, toRun } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
 import { CLAIM_INDEX_SHARDS, keys, parseRunPartition } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';
-import { claimEnd, claimPut, holderUpdate } from './claim-writes.ts';
+import { claimEnd, claimPut, claimUnlisting, holderUpdate } from './claim-writes.ts';
 import type { StepResult, Steps } from './step.ts';
 
 export interface ClaimRun {
@@ -240,20 +240,39 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
 
     /** Takes a claim out of the stall index (its run finished or is gone), unless it changed since it was read. */
     async unlist(tenant: string, runId: string, claim: RunClaim) {
-      await doc
-        .send(
-          new UpdateCommand({
-            TableName: tableName,
-            Key: keys.claim(tenant, runId),
-            ConditionExpression: '#version = :seen',
-            UpdateExpression: 'REMOVE gsi1pk, gsi1sk',
-            ExpressionAttributeNames: { '#version': attr.version },
-            ExpressionAttributeValues: { ':seen': claim.version },
-          }),
-        )
-        .catch((err) => {
-          if ((err as Error).name !== 'ConditionalCheckFailedException') throw err;
-        });
+      await doc.send(new UpdateCommand(claimUnlisting(tableName, tenant, runId, claim))).catch((err) => {
+        if ((err as Error).name !== 'ConditionalCheckFailedException') throw err;
+      });
+    },
+
+    /**
+     * Takes the expired claim of a run that cannot stall now (awaiting approval) out of the stall
+     * index while the run is still in `status`: left there, such claims would fill the watcher's
+     * every page ahead of the newer ones. Approving the run lists its claim again (approval.ts).
+     */
+    async unlistWhile(tenant: string, runId: string, claim: RunClaim, status: RunStatus) {
+      try {
+        await write(
+          deps,
+          [
+            {
+              ConditionCheck: {
+                TableName: tableName,
+                Key: keys.run(tenant, runId),
+                ConditionExpression: '#status = :seen',
+                ExpressionAttributeNames: { '#status': 'status' },
+                ExpressionAttributeValues: { ':seen': status },
+              },
+            },
+            { Update: claimUnlisting(tableName, tenant, runId, claim) },
+          ],
+          undefined,
+          { operation: 'claim' },
+        );
+      } catch (err) {
+        // The run or its claim moved since the watcher read them: they are looked at again.
+        if (!(err instanceof ConditionFailed)) throw err;
+      }
     },
 
     /**

@@ -59,6 +59,8 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout
     expiredClaims: claims.expired,
     /** A claim of a finished or vanished run, out of the stall index. */
     unlistClaim: claims.unlist,
+    /** The expired claim of a run that cannot stall now, out of the stall index while the run is still in that status. */
+    unlistClaimWhile: claims.unlistWhile,
     /** The run's metadata and claim, strongly consistent (undefined: no such run). */
     head: steps.head,
 
