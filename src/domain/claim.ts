@@ -59,12 +59,14 @@ export function renewClaim(row: RunClaim | null, command: RenewClaimCommand, at:
 }
 
 /**
- * Ends the holder's claim at `at`: the run is free at once, the token is kept.
- * @throws ClaimLost unless `holder` holds it with `token`
+ * Ends the holder's live claim at `at`: the run is free at once, the token is kept. A claim
+ * that ran out is no longer the holder's to end (unlike a lease's): its run is the stall
+ * watcher's to find, and a release then would hide that the worker had gone.
+ * @throws ClaimLost unless `holder` holds it with `token`, and it has not run out
  */
 export function releaseClaim(row: RunClaim | null, command: ReleaseClaimCommand, at: number): RunClaim {
-  const claim = held(row, command, at, false);
-  return { ...claim, expiresAt: new Date(Math.min(at, claim.expiresAt.getTime())), version: claim.version + 1 };
+  const claim = held(row, command, at, true);
+  return { ...claim, expiresAt: new Date(at), version: claim.version + 1 };
 }
 
 /** Whether a write fenced with `token` may land: that token is the run's live claim. */

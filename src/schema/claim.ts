@@ -116,7 +116,8 @@ const ReleaseRunClaimInput = builder.inputType('ReleaseRunClaimInput', {
 builder.mutationField('releaseRunClaim', (t) =>
   t.field({
     type: RunClaimRef,
-    description: 'Ends your claim now: the run is free at once (the token is kept, so stale writes stay refused).',
+    description:
+      "Ends your live claim now: the run is free at once (the token is kept, so stale writes stay refused). A claim that ran out is ClaimLost: its run is the stall watcher's.",
     errors: { types: [ClaimLost] },
     args: { input: t.arg({ type: ReleaseRunClaimInput, required: true }) },
     resolve: (_, { input }, { tenant, stores }) => stores.runs.releaseClaim({ tenant, ...input }),

@@ -279,13 +279,14 @@ describe('stalled runs', () => {
   });
 });
 
-describe('stalled runs beside runs awaiting approval', () => {
-  test('expired claims of runs awaiting approval never hold back a stall; an approved one is found STALLED', async () => {
-    // A server whose own watcher looks only once (at start): this test's watcher looks when told,
-    // one expired claim per index shard and round, so a claim it cannot stall must leave its page.
-    const quiet = await startTestServer({ env: { RUNPLANE_API_KEYS: `${OPS}=default:write:ops`, RUNPLANE_STALL_CHECK_SECONDS: '3600' } });
-    const gql = (query: string, input: Record<string, unknown>) => quiet.gql(query, { input }, as);
-    const watcher = new StallWatcher({
+describe('stalled runs, with a watcher that looks when told', () => {
+  // A server whose own watcher looks only once (at start): these tests' watcher looks when
+  // told, one expired claim per index shard and round.
+  let quiet: TestServer;
+  let watcher: StallWatcher;
+  beforeAll(async () => {
+    quiet = await startTestServer({ env: { RUNPLANE_API_KEYS: `${OPS}=default:write:ops`, RUNPLANE_STALL_CHECK_SECONDS: '3600' } });
+    watcher = new StallWatcher({
       runs: quiet.server.stores.runs,
       // round() alone: no lease taken.
       leases: {} as ShardLeases,
@@ -294,6 +295,20 @@ describe('stalled runs beside runs awaiting approval', () => {
       log: { info: () => undefined, warn: () => undefined, error: () => undefined } as never,
       perRound: 1,
     });
+  });
+  const gql = (query: string, input: Record<string, unknown>) => quiet.gql(query, { input }, as);
+  const statusOf = async (runId: string) =>
+    (await quiet.gql('query($id: ID!) { run(id: $id, consistent: true) { status } }', { id: runId }, as)).data.run.status;
+  const releaseOn = async (runId: string, holder: string, token: number) =>
+    (
+      await gql('mutation($input: ReleaseRunClaimInput!) { releaseRunClaim(input: $input) { __typename ... on RunClaim { expiresAt } } }', {
+        runId,
+        holder,
+        token,
+      })
+    ).data.releaseRunClaim;
+
+  test('expired claims of runs awaiting approval never hold back a stall; an approved one is found STALLED', async () => {
     // Four runs in one index shard: three awaiting approval, their claims running out first, then one RUNNING.
     const shardOf = (runId: string) => keys.claimListing('default', runId, 0).gsi1pk;
     const ids: string[] = [];
@@ -315,9 +330,8 @@ describe('stalled runs beside runs awaiting approval', () => {
       });
       expect(asked.data.requestApproval.__typename).toBe('Run');
     }
-    const statusOf = async (runId: string) =>
-      (await quiet.gql('query($id: ID!) { run(id: $id, consistent: true) { status } }', { id: runId }, as)).data.run.status;
     await waitFor(async () => Date.now() > lastEnd, { what: 'every claim to run out' });
+    const stalledBefore = watcher.counts.stalled;
     // One round per claim ahead of the RUNNING run's, and one for it.
     for (let round = 0; round <= awaiting.length && (await statusOf(running)) !== 'STALLED'; round++) await watcher.round();
     expect(await statusOf(running)).toBe('STALLED');
@@ -334,7 +348,22 @@ describe('stalled runs beside runs awaiting approval', () => {
     expect(resolved.data.resolveApproval).toEqual({ __typename: 'Run', status: 'RUNNING' });
     await watcher.round();
     expect(await statusOf(approved)).toBe('STALLED');
-    expect(watcher.counts.stalled).toBe(2);
+    expect(watcher.counts.stalled - stalledBefore).toBe(2);
+  });
+
+  test('a claim that ran out, or ended with its run, is no longer released: ClaimLost, and the stall is still found', async () => {
+    const runId = await newRun(quiet, as);
+    const claimed = (await gql(CLAIM, { runId, holder: 'late', ttlSeconds: 1 })).data.claimRun;
+    await waitFor(async () => Date.now() > Date.parse(claimed.expiresAt), { what: 'the claim to run out' });
+    expect(await releaseOn(runId, 'late', claimed.token)).toEqual({ __typename: 'ClaimLost' });
+    // Not hidden by the late release: the watcher finds the run.
+    for (let round = 0; round < 4 && (await statusOf(runId)) !== 'STALLED'; round++) await watcher.round();
+    expect(await statusOf(runId)).toBe('STALLED');
+    // A claim ended by its run's cancellation.
+    const cancelled = await newRun(quiet, as);
+    const live = (await gql(CLAIM, { runId: cancelled, holder: 'w', ttlSeconds: 60 })).data.claimRun;
+    await gql('mutation($input: CancelRunInput!) { cancelRun(input: $input) { __typename } }', { runId: cancelled, reason: 'stop' });
+    expect(await releaseOn(cancelled, 'w', live.token)).toEqual({ __typename: 'ClaimLost' });
   });
 });
 

@@ -135,7 +135,7 @@ export function claimEnd(
   };
 }
 
-/** The holder's renew (a live claim only) or release: its claim now ends at `untilMs`, and its index entry with it. */
+/** The holder's renew or release (of a live claim only): its claim now ends at `untilMs`, and its index entry with it. */
 export function holderUpdate(
   tableName: string,
   tenant: string,
@@ -149,9 +149,9 @@ export function holderUpdate(
     Update: {
       TableName: tableName,
       Key: keys.claim(tenant, runId),
-      // Only the holder with the current token; a renew only while the claim is live (once it ran
-      // out, another may have taken the run, or the watcher found it stalled).
-      ConditionExpression: `#holder = :holder AND #token = :token${renewing ? ' AND #claimUntil > :now' : ''}`,
+      // Only the holder with the current token, and only while the claim is live (once it ran
+      // out, another may have taken the run, or the watcher is to find it stalled).
+      ConditionExpression: '#holder = :holder AND #token = :token AND #claimUntil > :now',
       UpdateExpression: renewing
         ? 'SET #claimUntil = :until, gsi1pk = :listPk, gsi1sk = :listSk ADD #version :one'
         : 'SET #claimUntil = :until ADD #version :one REMOVE gsi1pk, gsi1sk',
@@ -161,7 +161,8 @@ export function holderUpdate(
         ':token': token,
         ':until': untilMs,
         ':one': 1,
-        ...(renewing ? { ':now': at, ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : {}),
+        ':now': at,
+        ...(renewing ? { ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : {}),
       },
     },
   };

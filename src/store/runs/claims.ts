@@ -168,7 +168,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
     /** @throws ClaimLost unless `holder` holds the run with `token` and the claim has not run out */
     renew: (input: HolderCommand & { ttlSeconds: number }) => holderWrite(input, true),
 
-    /** Ends the holder's claim now (the run is free at once; the token is kept). @throws ClaimLost */
+    /** Ends the holder's live claim now (the run is free at once; the token is kept). @throws ClaimLost (also once it ran out) */
     release: (input: HolderCommand) => holderWrite(input, false),
 
     /**
