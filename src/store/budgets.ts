@@ -62,7 +62,9 @@ export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
       return await write(deps, writes, claim, { operation: 'charge' });
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
-      if (err.index === 1) throw new ClaimLost(charge.runId, toClaim(err.item), at.getTime());
+      // A superseded worker learns that first, also when the charge would pass the cap.
+      const fenceFailed = err.failedAt(1);
+      if (fenceFailed) throw new ClaimLost(charge.runId, toClaim(fenceFailed.item), at.getTime());
       // The SDK resent this charge after a lost response: it was applied once, and that is it.
       if (err.item?.[attr.lastChargeId] === chargeId) return err.item;
       throw chargeRefusal(charge, err.item);

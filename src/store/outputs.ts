@@ -156,8 +156,8 @@ export function createOutputStore(deps: StoreDeps) {
         return true;
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;
-        if (fencingToken !== undefined && err.index === writes.length - 1)
-          throw new ClaimLost(chunk.runId, toClaim(err.item), at.getTime());
+        const fenceFailed = fencingToken !== undefined ? err.failedAt(writes.length - 1) : undefined;
+        if (fenceFailed) throw new ClaimLost(chunk.runId, toClaim(fenceFailed.item), at.getTime());
         return false;
       }
     },

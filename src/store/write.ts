@@ -29,12 +29,19 @@ export type Write = { Put: Put } | { Update: Update } | { ConditionCheck: Check 
 
 export class ConditionFailed extends Error {
   constructor(
-    /** Which of the writes failed (0 for a single write). */
+    /** Which of the writes failed first (0 for a single write). */
     readonly index: number,
     /** The item the write found, if there was one. */
     readonly item: Item | undefined,
+    /** Every write of a transaction whose condition failed, with the item it found. */
+    private readonly all: ReadonlyMap<number, Item | undefined> = new Map([[index, item]]),
   ) {
     super('condition failed');
+  }
+
+  /** Whether write `index` failed its condition too (a fence, say, beside a charge refused), and what it found. */
+  failedAt(index: number): { item: Item | undefined } | undefined {
+    return this.all.has(index) ? { item: this.all.get(index) } : undefined;
   }
 }
 
@@ -134,8 +141,12 @@ export async function write(deps: WriteDeps, writes: Write[], claim?: TransactIt
     const reasons = cancellations(err);
     const offset = claim ? 1 : 0;
     if (claim && reasons[0]?.conditionFailed) throw new ClaimTaken('idempotency key claimed by another request');
-    const failed = reasons.findIndex((r, i) => i >= offset && r.conditionFailed);
-    if (failed >= 0) throw new ConditionFailed(failed - offset, reasons[failed]?.item);
+    const all = new Map<number, Item | undefined>();
+    reasons.forEach((r, i) => {
+      if (i >= offset && r.conditionFailed) all.set(i - offset, r.item);
+    });
+    const [first] = all;
+    if (first) throw new ConditionFailed(first[0], first[1], all);
     throw err;
   }
 }

@@ -135,6 +135,26 @@ describe('fenced writes', () => {
       as,
     );
     expect(charged.data.chargeBudget.__typename).toBe('ClaimLost');
+    // What else the write meets, a superseded worker is told first that it lost the run:
+    // a charge or a costed append past the cap, a transition from a status the run is not in.
+    const overCap = await api.gql(
+      'mutation($input: ChargeBudgetInput!) { chargeBudget(input: $input) { __typename } }',
+      { input: { runId, amount: 5_000, fencingToken: old.token } },
+      as,
+    );
+    expect(overCap.data.chargeBudget.__typename).toBe('ClaimLost');
+    const costly = await api.gql(
+      'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+      { input: { runId, type: 'step', cost: 5_000, fencingToken: old.token } },
+      as,
+    );
+    expect(costly.data.appendEvent.__typename).toBe('ClaimLost');
+    const wrongFrom = await api.gql(
+      'mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename } }',
+      { input: { runId, from: 'WAITING_FOR_TOOL', to: 'RUNNING', fencingToken: old.token } },
+      as,
+    );
+    expect(wrongFrom.data.transitionRun.__typename).toBe('ClaimLost');
     for (const to of ['WAITING_FOR_TOOL', 'COMPLETED']) {
       const moved = await api.gql(
         'mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename } }',

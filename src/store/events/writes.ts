@@ -68,8 +68,9 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
   } catch (err) {
     if (isItemTooLarge(err)) throw new InvalidInput('input.payload', 'is too large to store in one DynamoDB item (400 KB)');
     if (!(err instanceof ConditionFailed)) throw err;
-    if (fencingToken !== undefined && err.index === writes.length - 1)
-      throw new ClaimLost(first.runId, toClaim(err.item), first.createdAt.getTime());
+    // A superseded worker learns that first, whatever else its write met.
+    const fenceFailed = fencingToken !== undefined ? err.failedAt(writes.length - 1) : undefined;
+    if (fenceFailed) throw new ClaimLost(first.runId, toClaim(fenceFailed.item), first.createdAt.getTime());
     if (cost !== undefined && err.index === 1) throw chargeRefusal(charge, err.item);
     // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
     return events.length === 1 && err.item?.[attr.writeId] === writeIds[0];

@@ -111,7 +111,9 @@ export async function transitionRun(
     return after ? toRun(after) : undefined;
   } catch (err) {
     if (!(err instanceof ConditionFailed)) throw err;
-    if (token !== undefined && err.index === writes.length - 1) throw new ClaimLost(runId, toClaim(err.item), at.getTime());
+    // A superseded worker learns that first, also when the run has moved on meanwhile.
+    const fenceFailed = token !== undefined ? err.failedAt(writes.length - 1) : undefined;
+    if (fenceFailed) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
     const found = err.index === 0 ? reads.live(err.item) : await reads.meta(input.tenant, input.runId);
     if (!found) throw new RunNotFound(input.runId);
     // The SDK resent this transition after a lost response: it was applied.
