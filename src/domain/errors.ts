@@ -65,11 +65,15 @@ export class StatusConflict extends DomainError {
     readonly currentVersion: number,
     /** The version the caller expected, when it gave one. */
     readonly expectedVersion?: number,
+    /** What the caller needed, when it is not one status (`unfinished`: any but a terminal one). */
+    needed?: string,
   ) {
     super(
-      current !== expected
-        ? `run ${runId} is ${current}, not ${expected}`
-        : `run ${runId} is at version ${currentVersion}, not ${expectedVersion}`,
+      needed
+        ? `run ${runId} is ${current}, not ${needed}`
+        : current !== expected
+          ? `run ${runId} is ${current}, not ${expected}`
+          : `run ${runId} is at version ${currentVersion}, not ${expectedVersion}`,
     );
   }
 }
@@ -131,7 +135,7 @@ export class ClaimLost extends DomainError {
     super(
       live
         ? `the claim on run ${runId} is now ${live.holder}'s, with token ${live.token}: nothing was written`
-        : `run ${runId} has no live claim with that token (it expired, was released, taken over or the run was cancelled): nothing was written`,
+        : `run ${runId} has no live claim with that token (it expired, was released, taken over, or the run finished, was cancelled or does not exist): nothing was written`,
     );
     this.runId = runId;
     this.holder = live?.holder;

@@ -32,7 +32,7 @@ export const text = (max: number, { multiline = false } = {}) =>
       (s) => !(multiline ? CONTROL : CONTROL_OR_BREAK).test(s),
       multiline ? 'must not contain control characters' : 'must be one line without control characters',
     );
-export const owner = text(MAX_OWNER_LENGTH);
+export const owner = text(MAX_OWNER_LENGTH).refine((s) => s.trim() !== '', 'must not be only spaces');
 export const payload = z
   .unknown()
   .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`)

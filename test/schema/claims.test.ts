@@ -120,6 +120,27 @@ describe('claims', () => {
   });
 });
 
+describe('refusals say what was wrong', () => {
+  test('a blank holder, a finished run, a run that does not exist', async () => {
+    const runId = await newRun(api, as);
+    const blank = await api.gql(CLAIM, { input: { runId, holder: '   ', ttlSeconds: 30 } }, as);
+    expect(JSON.stringify(blank)).toMatch(/holder.*must not be only spaces/);
+    expect(await cancel(runId, 'done here')).toMatchObject({ __typename: 'Run', status: 'CANCELLED' });
+    const again = await api.gql(
+      'mutation($input: ClaimRunInput!) { claimRun(input: $input) { __typename ... on StatusConflict { message } } }',
+      { input: { runId, holder: 'w', ttlSeconds: 30 } },
+      as,
+    );
+    expect(again.data.claimRun).toEqual({ __typename: 'StatusConflict', message: `run ${runId} is CANCELLED, not unfinished` });
+    const renewed = await api.gql(
+      'mutation($input: RenewRunClaimInput!) { renewRunClaim(input: $input) { __typename ... on ClaimLost { message } } }',
+      { input: { runId: uniqueName('nowhere'), holder: 'w', token: 5, ttlSeconds: 30 } },
+      as,
+    );
+    expect(renewed.data.renewRunClaim.message).toMatch(/or the run finished, was cancelled or does not exist/);
+  });
+});
+
 describe('fenced writes', () => {
   test('an append, a charge, a transition and an approval request with a token that is no longer the claim are refused, and nothing is written', async () => {
     const runId = await newRun(api, as);

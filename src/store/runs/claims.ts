@@ -68,7 +68,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       if (!found) throw new RunNotFound(runId);
       const run = toRun(found.meta);
       const at = now().getTime();
-      if (isTerminal(run.status)) throw new StatusConflict(runId, 'RUNNING', run.status, run.version);
+      if (isTerminal(run.status)) throw new StatusConflict(runId, 'RUNNING', run.status, run.version, undefined, 'unfinished');
       const claim = takeClaim(found.claim, input, at);
       if (run.status === 'STALLED') {
         // Taken over: RUNNING again, with the takeover in the timeline, in the same transaction as the claim.
@@ -182,7 +182,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
           input.tenant,
           input.runId,
           ({ run, claim: held, at }) => {
-            if (isTerminal(run.status)) throw new StatusConflict(input.runId, 'RUNNING', run.status, run.version);
+            if (isTerminal(run.status)) throw new StatusConflict(input.runId, 'RUNNING', run.status, run.version, undefined, 'unfinished');
             const live = claimLiveAt(held, at);
             return {
               to: 'CANCELLED',
