@@ -238,6 +238,19 @@ describe('TransactWriteItems', () => {
     const mismatch = await failure(increment(token, '2'));
     expect(mismatch.name).toBe('IdempotentParameterMismatchException');
     expect((await get(key(pk)))?.n).toEqual({ N: '1' });
+    // A request that is not valid is refused as such first, whatever its token.
+    const invalid = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          ClientRequestToken: token,
+          TransactItems: [{ Update: { TableName: table, Key: key(pk), UpdateExpression: 'ADD n :by', ExpressionAttributeValues: {} } }],
+        }),
+      ),
+    );
+    expect(invalid.name).toBe('ValidationException');
+    // ...and leaves the token as it was.
+    await increment(token);
+    expect((await get(key(pk)))?.n).toEqual({ N: '1' });
 
     await increment(uniqueName('token'));
     expect((await get(key(pk)))?.n).toEqual({ N: '2' });

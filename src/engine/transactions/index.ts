@@ -32,6 +32,8 @@ interface Reason {
 
 const conflictReason = { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' };
 
+const isValidationError = (err: unknown) => err instanceof EngineError && err.code === 'ValidationException';
+
 export function createTransactions(storage: Storage, now: () => number, maxPendingTokens?: number) {
   const { store, throughput } = storage;
   const tokens = createTokens(store.db, now, maxPendingTokens);
@@ -153,6 +155,11 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
     // The token is looked up while the actions are prepared (neither writes anything).
     const [claimed, prepared] = await Promise.allSettled([tokens.claim(token, hash), prepare(data)]);
+    // A request that is not valid is refused as such, whatever its token says (DynamoDB validates first).
+    if (prepared.status === 'rejected' && isValidationError(prepared.reason)) {
+      if (claimed.status === 'fulfilled' && 'release' in claimed.value) claimed.value.release();
+      throw prepared.reason;
+    }
     if (claimed.status === 'rejected') throw claimed.reason;
     const claim = claimed.value;
     if ('result' in claim) return claim.result;
