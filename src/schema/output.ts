@@ -104,7 +104,7 @@ const runOutputArgs = z.object({ runId: id, stream: eventType, afterOffset: amou
 builder.subscriptionField('runOutput', (t) =>
   t.field({
     type: OutputChunkRef,
-    description: `A run's output stream from \`afterOffset\` (default 0: all of it), in ${OFFSET_UNIT}: the stored text, then live text as it is written, joined without a gap or an overlap. A slow reader gets fewer, larger chunks. Completes after the stream's final text. Over SSE each chunk's id is the offset after it: Last-Event-ID resumes there.`,
+    description: `A run's output stream from \`afterOffset\` (default 0: all of it), in ${OFFSET_UNIT}: the stored text, then live text as it is written, joined without a gap or an overlap. A slow reader gets fewer, larger chunks. Completes after the stream's final text; an afterOffset past the end of a final stream is refused. Over SSE each chunk's id is the offset after it: Last-Event-ID resumes there.`,
     args: {
       runId: t.arg.id({ required: true }),
       stream: t.arg.string({ required: true }),
@@ -117,6 +117,16 @@ builder.subscriptionField('runOutput', (t) =>
       await stores.outputs.ensureRun(tenant, runId);
       const resumed = /^(0|[1-9][0-9]{0,9})$/.test(connection.lastEventId ?? '') ? Number(connection.lastEventId) : undefined;
       const from = resumed !== undefined && resumed <= MAX_INT ? resumed : (afterOffset ?? 0);
+      if (from > 0) {
+        // Past the end of a final stream nothing will ever come: refused, not left open.
+        const end = await stores.outputs.storedEnd(tenant, runId, stream);
+        if (end.final && from > end.length) {
+          const field = resumed !== undefined && from === resumed ? 'Last-Event-ID' : 'afterOffset';
+          throw invalidInput([
+            { path: [field], message: `must be at most ${end.length}: the stream is final at ${end.length} code points` },
+          ]);
+        }
+      }
       return live.runOutput({ tenant, runId, stream, afterOffset: from, sendBuffer: connection.sendBuffer });
     },
     resolve: (chunk: OutputChunk) => chunk,

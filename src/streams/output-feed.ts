@@ -94,10 +94,12 @@ export class OutputFeed extends Pullable<OutputChunk> {
     const text = chunk.offset < this.position ? slicePoints(chunk.text, this.position - chunk.offset) : chunk.text;
     const bytes = Buffer.byteLength(text);
     if (bytes > 0 && !this.sendBuffer.tryHold(bytes)) {
-      // Full: nothing more is taken live; the table has it once the reader drains.
+      // Full: nothing more is taken live; the table has it once the reader drains (room for
+      // this text, or an empty buffer), and nothing else would start that read.
       this.behind = true;
       this.ahead = [];
       this.aheadBytes = 0;
+      this.waitForRoom(Math.min(bytes, this.sendBuffer.limit));
       return;
     }
     this.held += bytes;
@@ -180,9 +182,9 @@ export class OutputFeed extends Pullable<OutputChunk> {
       });
   }
 
-  private waitForRoom() {
+  private waitForRoom(bytes = 1) {
     if (this.cancelRoomWait) return;
-    this.cancelRoomWait = this.sendBuffer.whenRoom(1, () => {
+    this.cancelRoomWait = this.sendBuffer.whenRoom(bytes, () => {
       this.cancelRoomWait = undefined;
       this.read();
     });

@@ -157,6 +157,25 @@ describe('storing', () => {
 });
 
 describe('reading', () => {
+  test('a subscriber resuming past the end of a final stream is refused, not left waiting; at its end it completes', async () => {
+    const runId = await newRun(api);
+    await api.gql(APPEND, { input: { runId, stream: 'llm', offset: 0, text: 'done.', final: true, durable: true } });
+    const query =
+      'subscription($runId: ID!, $from: Int) { runOutput(runId: $runId, stream: "llm", afterOffset: $from) { offset text final } }';
+    const past = subscribeWs(ws, query, { runId, from: 6 }, 'runOutput');
+    await waitFor(() => past.errors.length > 0, { what: 'the refusal' });
+    expect(JSON.stringify(past.errors)).toMatch(/afterOffset: must be at most 5: the stream is final at 5 code points/);
+    const resumedSse = await fetch(api.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'last-event-id': '99' },
+      body: JSON.stringify({ query, variables: { runId } }),
+    });
+    expect(await resumedSse.text()).toMatch(/Last-Event-ID: must be at most 5/);
+    const atEnd = subscribeWs<{ final: boolean }>(ws, query, { runId, from: 5 }, 'runOutput');
+    await waitFor(() => atEnd.completeReceived, { what: 'the subscription at the end to complete' });
+    expect(atEnd.items).toEqual([{ offset: 5, text: '', final: true }]);
+  });
+
   test('a subscriber joining at any offset of a 10,000-character stream while it is written gets exactly the text from there', async () => {
     const runId = await newRun(api);
     const text = Array.from({ length: 10_000 }, (_, i) => String.fromCodePoint(i % 97 === 0 ? 0x1f642 : 0x41 + (i % 26))).join('');

@@ -69,6 +69,45 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
     expect(sendBuffer.bytes).toBe(0);
   });
 
+  test('a reader whose written frames fill its send buffer (its socket stopped taking them) reads on from the table once they drain', async () => {
+    const runId = await newRun(api);
+    const sendBuffer = new SendBuffer(64 * 1024);
+    const feed = api.server.live.runOutput({ tenant: OPEN_TENANT, runId, stream: 'llm', afterOffset: 0, sendBuffer });
+    // As socket delivery does: each chunk's frame holds its bytes until the socket has taken it.
+    // First the socket takes nothing: the feed hands over what fits, then falls behind.
+    let socketReads = false;
+    const unread: number[] = [];
+    const received: OutputChunk[] = [];
+    let ended = false;
+    void (async () => {
+      for (;;) {
+        const next = await feed.next();
+        if (next.done) break;
+        received.push(next.value);
+        const bytes = Buffer.byteLength(next.value.text);
+        sendBuffer.hold(bytes);
+        if (socketReads) sendBuffer.release(bytes);
+        else unread.push(bytes);
+      }
+      ended = true;
+    })();
+    const pieces = Array.from({ length: 48 }, (_, i) => `${String(i).padStart(4, '0')}${'·'.repeat(8 * 1024 - 4)}`);
+    let offset = 0;
+    for (const piece of pieces) {
+      expect((await append({ runId, offset, text: piece })).data?.appendOutput.__typename).toBe('OutputChunk');
+      offset += piece.length;
+    }
+    expect((await append({ runId, offset, text: '', final: true, durable: true })).data?.appendOutput).toMatchObject({ durable: true });
+    await waitFor(async () => !sendBuffer.fits(8 * 1024) && received.length > 0, { what: 'the frames to fill the send buffer' });
+    expect(ended).toBe(false);
+    // The socket takes its frames again: the feed reads the rest from the table, to the end.
+    socketReads = true;
+    sendBuffer.release(unread.splice(0).reduce((sum, bytes) => sum + bytes, 0));
+    await waitFor(async () => ended, { what: 'the feed to hand over the rest and end' });
+    expect(received.map((c) => c.text).join('') === pieces.join(''), 'the text joined').toBe(true);
+    expect(received.at(-1)?.final).toBe(true);
+  });
+
   test('a stream DynamoDB does not take holds at most its backlog, refusing writes retryably, and stores it all once it drains', async () => {
     const runId = await newRun(api);
     const piece = 'x'.repeat(64 * 1024);
