@@ -13,7 +13,7 @@
 
 import { fenceHolds } from '../domain/claim.ts';
 import { ClaimLost, OffsetConflict, OutputBacklog, OutputTooLong } from '../domain/errors.ts';
-import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, slicePoints, unitIndex } from '../domain/output.ts';
+import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, type OutputStream, slicePoints, unitIndex } from '../domain/output.ts';
 import type { RunClaim } from '../domain/run.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { OutputStore } from '../store/outputs.ts';
@@ -427,6 +427,15 @@ export function createOutputWriter(options: OutputWriterOptions) {
     lengthOf(tenant: string, runId: string, stream: string) {
       const state = streams.get(keyOf(tenant, runId, stream));
       return state && { length: state.length, final: state.final };
+    },
+
+    /** The streams of a run this server has accepted text for, with their lengths (some may not be stored yet). */
+    streamsOf(tenant: string, runId: string): OutputStream[] {
+      const found: OutputStream[] = [];
+      for (const state of streams.values())
+        if (state.tenant === tenant && state.runId === runId && state.length > 0)
+          found.push({ stream: state.stream, length: state.length, final: state.final });
+      return found;
     },
 
     /** Stores everything waiting (a graceful stop). */

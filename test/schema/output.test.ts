@@ -156,6 +156,21 @@ describe('storing', () => {
   });
 });
 
+describe('listing', () => {
+  test('Run.outputs lists a stream whose first text is accepted and not stored yet, with its length', async () => {
+    // Text waits a minute before it is stored here.
+    const slow = await startTestServer({ RUNPLANE_OUTPUT_FLUSH_MS: '60000' });
+    const runId = await newRun(slow);
+    await slow.gql(APPEND, { input: { runId, stream: 'zeta', offset: 0, text: 'abc' } });
+    await slow.gql(APPEND, { input: { runId, stream: 'alpha', offset: 0, text: 'stored.', final: true, durable: true } });
+    const listed = await slow.gql('query($id: ID!) { run(id: $id) { outputs { stream length final } } }', { id: runId });
+    expect(listed.data.run.outputs).toEqual([
+      { stream: 'alpha', length: 7, final: true },
+      { stream: 'zeta', length: 3, final: false },
+    ]);
+  });
+});
+
 describe('reading', () => {
   test('a subscriber resuming past the end of a final stream is refused, not left waiting; at its end it completes', async () => {
     const runId = await newRun(api);
