@@ -32,7 +32,7 @@ export interface LiveFeeds {
 }
 
 /** Live output's writing side (streams/output-writer.ts). */
-export type OutputWriting = Pick<OutputWriter, 'append' | 'lengthOf' | 'streamsOf'>;
+export type OutputWriting = Pick<OutputWriter, 'append' | 'streamsOf'>;
 
 export interface Context {
   /** Whose rows this request may see: every key it builds starts with it. */

@@ -139,16 +139,15 @@ builder.objectField(RunRef, 'outputs', (t) =>
     description: "The run's output streams, with their length (what was accepted, stored or not) and whether they are final.",
     resolve: async (p, _, { tenant, stores, output }) => {
       const listed = await stores.outputs.list(tenant, p.run.id);
+      // What this server has accepted, stored or not: longer than what is stored, or not stored at all yet.
+      const accepted = new Map(output.streamsOf(tenant, p.run.id).map((s) => [s.stream, s]));
       const merged = listed.map((stream) => {
-        const here = output.lengthOf(tenant, p.run.id, stream.stream);
+        const here = accepted.get(stream.stream);
+        accepted.delete(stream.stream);
         return here && here.length > stream.length ? { ...stream, ...here } : stream;
       });
-      // A stream whose first text this server accepted and has not stored yet is listed too.
-      const named = new Set(listed.map((s) => s.stream));
-      const unstored = output.streamsOf(tenant, p.run.id).filter((s) => !named.has(s.stream));
-      return unstored.length === 0
-        ? merged
-        : [...merged, ...unstored].sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
+      if (accepted.size === 0) return merged;
+      return [...merged, ...accepted.values()].sort((a, b) => (a.stream < b.stream ? -1 : a.stream > b.stream ? 1 : 0));
     },
   }),
 );

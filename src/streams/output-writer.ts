@@ -423,12 +423,6 @@ export function createOutputWriter(options: OutputWriterOptions) {
       return { runId, stream, offset: state.durable, text: state.waiting, final: state.final };
     },
 
-    /** The length this server has accepted for a stream, if it knows the stream. */
-    lengthOf(tenant: string, runId: string, stream: string) {
-      const state = streams.get(keyOf(tenant, runId, stream));
-      return state && { length: state.length, final: state.final };
-    },
-
     /** The streams of a run this server has accepted text for, with their lengths (some may not be stored yet). */
     streamsOf(tenant: string, runId: string): OutputStream[] {
       const found: OutputStream[] = [];

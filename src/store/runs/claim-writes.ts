@@ -3,7 +3,7 @@
  * its condition guards. A live claim is listed in the stall index by when it runs out; a claim
  * that ends (released, taken over, its run stalled or finished) leaves the index.
  */
-import type { RunClaim } from '../../domain/run.ts';
+import type { RunClaim, RunStatus } from '../../domain/run.ts';
 import { attr, type Item } from '../../table/codec.ts';
 import { keys } from '../../table/keys.ts';
 import type { Write } from '../write.ts';
@@ -46,6 +46,17 @@ export function claimPut(tableName: string, tenant: string, claim: RunClaim, see
     },
   };
 }
+
+/** A check that the run is still in `status` (the one a claim's write was decided on). */
+export const statusStill = (tableName: string, tenant: string, runId: string, status: RunStatus): Write => ({
+  ConditionCheck: {
+    TableName: tableName,
+    Key: keys.run(tenant, runId),
+    ConditionExpression: '#status = :seen',
+    ExpressionAttributeNames: { '#status': 'status' },
+    ExpressionAttributeValues: { ':seen': status },
+  },
+});
 
 /** The update taking a claim out of the stall index, unless the claim changed since it was read. */
 export const claimUnlisting = (tableName: string, tenant: string, runId: string, claim: RunClaim) => ({

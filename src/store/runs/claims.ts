@@ -15,7 +15,7 @@ import { CLAIM_INDEX_SHARDS, keys, parseRunPartition } from '../../table/keys.ts
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';
-import { claimEnd, claimPut, claimUnlisting, holderUpdate } from './claim-writes.ts';
+import { claimEnd, claimPut, claimUnlisting, holderUpdate, statusStill } from './claim-writes.ts';
 import type { StepResult, Steps } from './step.ts';
 
 export interface ClaimRun {
@@ -104,15 +104,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
           deps,
           [
             // The run is still in the status read (a finished run takes no claim).
-            {
-              ConditionCheck: {
-                TableName: tableName,
-                Key: keys.run(tenant, runId),
-                ConditionExpression: '#status = :seen',
-                ExpressionAttributeNames: { '#status': 'status' },
-                ExpressionAttributeValues: { ':seen': run.status },
-              },
-            },
+            statusStill(tableName, tenant, runId, run.status),
             // The claim row is still as read: of two claimers, one wins.
             claimPut(tableName, tenant, claim, found.claim, stallable.has(run.status) || run.status === 'AWAITING_APPROVAL'),
           ],
@@ -254,18 +246,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       try {
         await write(
           deps,
-          [
-            {
-              ConditionCheck: {
-                TableName: tableName,
-                Key: keys.run(tenant, runId),
-                ConditionExpression: '#status = :seen',
-                ExpressionAttributeNames: { '#status': 'status' },
-                ExpressionAttributeValues: { ':seen': status },
-              },
-            },
-            { Update: claimUnlisting(tableName, tenant, runId, claim) },
-          ],
+          [statusStill(tableName, tenant, runId, status), { Update: claimUnlisting(tableName, tenant, runId, claim) }],
           undefined,
           { operation: 'claim' },
         );
