@@ -14,8 +14,10 @@
  *   for new values. Each new value is still checked as dynalite checks values, and only a parse
  *   that succeeded is reused this way.
  *
- * The trees are only read afterwards (dynalite evaluates conditions, filters and projections
- * without writing to them); an UpdateExpression, whose tree dynalite applies to items, is not kept.
+ * dynalite evaluates conditions, filters and projections without writing to their trees, so
+ * those are shared. It writes into an UpdateExpression's tree as it applies it (each SET's
+ * value is resolved in place), so an update's tree is kept as a copy made before it is applied,
+ * and every request is handed a copy of its own.
  */
 
 /** Parses kept at most, for each of the two ways (the least recently used goes first). */
@@ -23,8 +25,10 @@ const MAX_ENTRIES = 2_000;
 /** A request whose expressions, names and values take more than this is parsed afresh (no large keys kept). */
 const MAX_KEY_LENGTH = 2_048;
 
-const FIELDS = ['ConditionExpression', 'KeyConditionExpression', 'FilterExpression', 'ProjectionExpression'] as const;
-const PARSED = ['_condition', '_keyCondition', '_filter', '_projection'] as const;
+const FIELDS = ['ConditionExpression', 'KeyConditionExpression', 'FilterExpression', 'ProjectionExpression', 'UpdateExpression'] as const;
+const PARSED = ['_condition', '_keyCondition', '_filter', '_projection', '_updates'] as const;
+/** The tree dynalite writes into (see above): copied for each request. */
+const WRITTEN: (typeof PARSED)[number] = '_updates';
 /** Where a value's content, not only its type, decides the parse's outcome. */
 const READS_VALUES = /between|attribute_type/i;
 
@@ -115,7 +119,7 @@ export function keepingParses(
 
   const apply = (data: Data, parsed: unknown[]) =>
     PARSED.forEach((name, i) => {
-      if (parsed[i] !== undefined) data[name] = parsed[i];
+      if (parsed[i] !== undefined) data[name] = name === WRITTEN ? structuredClone(parsed[i]) : parsed[i];
     });
 
   /** The kept parse with `data`'s values in place of its own, if every one of them is a value dynalite takes. */
@@ -136,7 +140,6 @@ export function keepingParses(
   };
 
   const keep: Validate = (data, expressions) => {
-    if (data.UpdateExpression != null) return validate(data, expressions);
     const shape = [expressions ?? null, ...FIELDS.map((field) => data[field] ?? null), data.ExpressionAttributeNames ?? null];
     const key = JSON.stringify([...shape, data.ExpressionAttributeValues ?? null]);
     if (key.length > MAX_KEY_LENGTH) return validate(data, expressions);
@@ -155,7 +158,10 @@ export function keepingParses(
       return undefined;
     }
     const message = validate(data, expressions);
-    const kept: Kept = { message, parsed: PARSED.map((name) => data[name]), values: data.ExpressionAttributeValues as Values | undefined };
+    const parsed = PARSED.map((name) => data[name]);
+    const values = data.ExpressionAttributeValues as Values | undefined;
+    // Copied together, so the copied trees still hold the copied values (a reuse swaps those).
+    const kept: Kept = { message, ...(data[WRITTEN] === undefined ? { parsed, values } : structuredClone({ parsed, values })) };
     exact.set(key, kept);
     if (typesKey !== undefined && message === undefined) byTypes.set(typesKey, kept);
     return message;

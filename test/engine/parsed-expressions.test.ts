@@ -3,8 +3,9 @@
  * with other values of the same types (those values put in place of the kept ones): a kept
  * parse never judges a request by another's values, a refusal is kept as a refusal, a value
  * dynalite refuses is refused, an expression whose outcome reads its values' content
- * (BETWEEN, attribute_type) is parsed afresh, an UpdateExpression is never kept, and the kept
- * set stops at its bound.
+ * (BETWEEN, attribute_type) is parsed afresh, an UpdateExpression's tree (which dynalite writes
+ * into as it applies it) is handed to each request as a copy of its own, and the kept set stops
+ * at its bound.
  */
 import { GetItemCommand, PutItemCommand, QueryCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
@@ -191,6 +192,31 @@ describe('through the engine', () => {
     const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true }));
     expect(Item?.n).toEqual({ N: '6' });
   });
+
+  test('one update text applied again and again: each with its own values, on the item as it then is', async () => {
+    const pk = uniqueName();
+    const update = (values: Record<string, unknown>) =>
+      client.send(
+        new UpdateItemCommand({
+          TableName: table,
+          Key: key(pk),
+          UpdateExpression:
+            'SET #n = if_not_exists(#n, :zero) + :by, #log = list_append(if_not_exists(#log, :empty), :entry), #last = :entry',
+          ExpressionAttributeNames: { '#n': 'n', '#log': 'log', '#last': 'last' },
+          ExpressionAttributeValues: { ':zero': { N: '0' }, ':empty': { L: [] }, ...values },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+    for (let i = 1; i <= 4; i++) await update({ ':by': { N: String(i) }, ':entry': { L: [{ S: `step ${i}` }] } });
+    // The very same request as the first, three times: applied to the item as it is each time.
+    for (const n of ['11', '12', '13']) {
+      const { Attributes } = await update({ ':by': { N: '1' }, ':entry': { L: [{ S: 'step 1' }] } });
+      expect(Attributes?.n).toEqual({ N: n });
+      expect(Attributes?.last).toEqual({ L: [{ S: 'step 1' }] });
+    }
+    const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true }));
+    expect(Item?.log).toEqual({ L: ['step 1', 'step 2', 'step 3', 'step 4', 'step 1', 'step 1', 'step 1'].map((S) => ({ S })) });
+  });
 });
 
 describe('the kept parses on their own', () => {
@@ -210,10 +236,39 @@ describe('the kept parses on their own', () => {
     validate({ ConditionExpression: 'attribute_not_exists(pk)', ExpressionAttributeValues: { ':x': { N: '1' } } });
     validate({ UpdateExpression: 'SET a = :x', ExpressionAttributeValues: { ':x': { N: '1' } } });
     validate({ UpdateExpression: 'SET a = :x', ExpressionAttributeValues: { ':x': { N: '1' } } });
-    expect(parses).toBe(4);
+    expect(parses).toBe(3);
     for (let i = 0; i < 2_500; i++) validate({ ConditionExpression: `#a = :v${i}` });
     expect(validate.size).toBeLessThanOrEqual(2_000);
-    expect(validate.hits).toBe(1);
+    expect(validate.hits).toBe(2);
+  });
+
+  test('an update`s tree is a copy of its own for each request: writing into one changes no other', () => {
+    let parses = 0;
+    const validate = keepingParses((data) => {
+      parses++;
+      data._updates = { sections: [{ type: 'set', path: ['a'], val: (data.ExpressionAttributeValues as Record<string, unknown>)[':x'] }] };
+      return undefined;
+    });
+    const request = (x: string) =>
+      ({ UpdateExpression: 'SET a = :x', ExpressionAttributeValues: { ':x': { N: x } } }) as Record<string, unknown>;
+    type Tree = { sections: { val: unknown }[] };
+    const sectionOf = (data: Record<string, unknown>) => (data._updates as Tree).sections[0] as { val: unknown };
+    const first = request('1');
+    validate(first);
+    // dynalite resolves each SET's value in place as it applies the update.
+    sectionOf(first).val = { N: 'applied' };
+    const same = request('1');
+    validate(same);
+    const other = request('2');
+    validate(other);
+    expect(parses).toBe(1);
+    expect(sectionOf(same).val).toEqual({ N: '1' });
+    expect(sectionOf(other).val).toEqual({ N: '2' });
+    sectionOf(same).val = { N: 'applied too' };
+    const third = request('1');
+    validate(third);
+    expect(sectionOf(third).val).toEqual({ N: '1' });
+    expect(third._updates).not.toBe(same._updates);
   });
 
   test('other values of the same types: the kept tree with the new values in place, the kept one untouched', () => {
