@@ -29,7 +29,7 @@ import { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
   hub: Hub;
-  events: Pick<EventStore, 'page' | 'lastSeq'>;
+  events: Pick<EventStore, 'page' | 'lastSeqForSubscriber'>;
   tenant: string;
   runId: string;
   /** Replay from the table after this seq, then live; absent: live from now. */
@@ -150,9 +150,19 @@ class EventFeed implements Listener {
     this.perform(this.machine.retry());
   }
 
+  /** Where the run ends: as the hub knows it while this server watches the run, or read (and told to the hub). */
   private findEnd() {
-    const { events, tenant, runId } = this.options;
-    events.lastSeq(tenant, runId).then(
+    const { events, tenant, runId, hub } = this.options;
+    const topic = topics.events(tenant, runId);
+    const known = hub.endOf(topic);
+    const found =
+      known !== undefined
+        ? Promise.resolve(known)
+        : events.lastSeqForSubscriber(tenant, runId).then((lastSeq) => {
+            hub.noteEnd(topic, this, lastSeq);
+            return lastSeq;
+          });
+    found.then(
       (lastSeq) => this.onFound(lastSeq),
       (err) => this.onFailed(err),
     );

@@ -27,6 +27,26 @@ describe('hints on the store clock', () => {
     await expect(stores.events.append({ tenant: TENANT, runId, type: 'step', payload: 3 })).rejects.toBeInstanceOf(RunNotFound);
   });
 
+  test('subscribers starting live on a run together share one read of its end; one coming after it reads again', async () => {
+    const { stores, sentDuring } = await storesOnFreshTable();
+    const runId = await newStoredRun(stores, 1000, 2);
+    for (let i = 0; i < 3; i++) await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: i });
+    let ends: number[] = [];
+    const together = await sentDuring(async () => {
+      ends = await Promise.all(Array.from({ length: 20 }, () => stores.events.lastSeqForSubscriber(TENANT, runId)));
+    });
+    expect(ends).toEqual(Array(20).fill(3));
+    // One read: the last event of each of the run's two shards.
+    expect(together.filter((name) => name === 'QueryCommand')).toHaveLength(2);
+    await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: 3 });
+    let later = 0;
+    const after = await sentDuring(async () => {
+      later = await stores.events.lastSeqForSubscriber(TENANT, runId);
+    });
+    expect(later).toBe(4);
+    expect(after.filter((name) => name === 'QueryCommand')).toHaveLength(2);
+  });
+
   test("a run's last seq is a hint: a stale one costs a collision, an old one is read again", async () => {
     const { stores, clients, table, clock } = await storesOnFreshTable();
     const runId = await newStoredRun(stores);

@@ -48,6 +48,37 @@ describe('the event feed', () => {
     }
   });
 
+  test('feeds starting live on a run this server watches start where the hub knows it ends: one read, nothing missed or replayed', async () => {
+    const runId = await newRun(api, { budgetCap: 1 });
+    const append = () => api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "x" }) { __typename } }`);
+    for (let i = 1; i <= 3; i++) await append();
+    const store = api.server.stores.events;
+    let reads = 0;
+    const options = {
+      hub: api.server.live.hub,
+      // The real store, its reads of the run's end counted.
+      events: {
+        page: store.page,
+        lastSeqForSubscriber: (tenant: string, id: string) => {
+          reads++;
+          return store.lastSeqForSubscriber(tenant, id);
+        },
+      },
+      tenant: 'default',
+      runId,
+    };
+    const first = eventFeed(options);
+    await waitFor(() => api.server.live.hub.endOf(topics.events('default', runId)) === 3, { what: 'the first feed`s read of the end' });
+    await append();
+    await append();
+    const later = Array.from({ length: 5 }, () => eventFeed(options));
+    await append();
+    await append();
+    expect(await take(first, 4)).toEqual([4, 5, 6, 7]);
+    for (const feed of later) expect(await take(feed, 2)).toEqual([6, 7]);
+    expect(reads).toBe(1);
+  });
+
   test('a writer that bypasses the API and writes out of order: the late seq is still handed out in its place', async () => {
     const runId = await newRun(api, { budgetCap: 1 });
     const feed = eventFeed({ hub: api.server.live.hub, events: api.server.stores.events, tenant: 'default', runId, afterSeq: 0 });

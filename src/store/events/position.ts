@@ -85,6 +85,25 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
     return last;
   }
 
+  /** Reads of a run's last seq under way for subscribers, by run. */
+  const endsBeingRead = new Map<string, Promise<number>>();
+
+  /**
+   * The run's last seq for a subscriber starting live: read now, or taken from a read already
+   * under way for another subscriber (a thousand dashboards opening one run cost one read). A
+   * read that began a moment before this subscriber came can only say less than the end, so
+   * the subscriber may be handed a few events from just before it came, never miss one after.
+   */
+  function lastSeqForSubscriber(tenant: string, runId: string) {
+    const key = runKey(tenant, runId);
+    let reading = endsBeingRead.get(key);
+    if (!reading) {
+      reading = lastSeq(tenant, runId).finally(() => endsBeingRead.delete(key));
+      endsBeingRead.set(key, reading);
+    }
+    return reading;
+  }
+
   /**
    * @returns the run's event shard count
    * @throws RunNotFound unless the run exists and has not expired
@@ -105,7 +124,7 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
 
   const rememberShards = (tenant: string, runId: string, shards: number) => shardCounts.set(runKey(tenant, runId), shards);
 
-  return { hint, remember, lastSeq, ensureRun, nextSeq, knownShards, shardsOf, rememberShards };
+  return { hint, remember, lastSeq, lastSeqForSubscriber, ensureRun, nextSeq, knownShards, shardsOf, rememberShards };
 }
 
 export type Positions = ReturnType<typeof createPositions>;
