@@ -23,14 +23,19 @@ import { resultJson } from './shared-execution.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
+/** What comes before a result's JSON in operation `id`'s `next` frames (built once per subscription). */
+const nextFrameHead = (id: string) => `{"id":${JSON.stringify(id)},"type":"next","payload":`;
+
 /** The `next` frame of operation `id` for a result serialized as `json`. */
-export const nextFrame = (id: string, json: string) => `{"id":${JSON.stringify(id)},"type":"next","payload":${json}}`;
+export const nextFrame = (id: string, json: string) => `${nextFrameHead(id)}${json}}`;
+
+const uncork = (raw: Socket) => raw.uncork();
 
 /** Write a burst of frames with one write: a reader that fell behind catches up in fewer, larger writes. */
 function corked(raw: Socket) {
   if (raw.writableCorked === 0) {
     raw.cork();
-    process.nextTick(() => raw.uncork());
+    process.nextTick(uncork, raw);
   }
 }
 
@@ -57,6 +62,7 @@ export function deliverOverSocket(
   { socket, raw, id, mask, sendBuffer, release }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
+  const head = nextFrameHead(id);
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const delivered = (async () => {
@@ -65,7 +71,7 @@ export function deliverOverSocket(
         // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
         const item = await source.next();
         if (item.done || stopped || !isOpen(socket)) break;
-        const frame = nextFrame(id, resultJson(item.value, mask));
+        const frame = `${head}${resultJson(item.value, mask)}}`;
         const bytes = frame.length;
         sendBuffer.hold(bytes);
         corked(raw);
