@@ -2,14 +2,17 @@
  * In-process fan-out. Changes come from the stream poller (every writer) and from this
  * server's own mutations (the fast path); subscribers order and deduplicate them.
  *
- * While a run's events have listeners here, the hub also knows where the run ends: a table read
- * made while they listened (noteEnd), moved on by every event published since. A subscriber
- * starting live on the run starts there without reading the table again: every event written
- * after it came is published to it here (or its feed reads it on a resync), so it misses none;
- * events still on their way when it came reach it as live ones. Changes may have been lost
- * (resync) or may not be arriving (refill): then the end is read again.
+ * While a run's events have listeners here, the hub also knows where the run ends, for
+ * subscribers starting live on it: a table read (noteEnd), moved on by every event published
+ * since, trusted for a second after the read. Such a subscriber starts there without reading the
+ * table: every event written after it came is published to it here (or its feed reads it on a
+ * resync), so it misses none; events still on their way when it came reach it as live ones.
+ * The end is read again when changes may have been lost (resync) or may not be arriving
+ * (refill), when the run is created (its id may be used again once its rows expired), and a
+ * second after the last read: rows removed from the table are not published, and an end that
+ * outlived them would start new subscribers past events yet to be written.
  */
-import { type Change, tenantTopicOf, topicOf } from './changes.ts';
+import { type Change, tenantTopicOf, topicOf, topics } from './changes.ts';
 
 export interface Listener {
   change(change: Change): void;
@@ -27,15 +30,28 @@ export interface Listener {
 interface Topic {
   listeners: Set<Listener>;
   end: number | undefined;
+  /** When the end was last read from the table. */
+  readAt: number;
 }
+
+/** How long after a read of a run's end it is trusted (see above). */
+export const END_TRUSTED_MS = 1_000;
 
 export class Hub {
   private readonly topics = new Map<string, Topic>();
 
-  /** @param onError where a listener's failure goes: it never reaches the publisher or the other listeners */
-  constructor(private readonly onError: (err: unknown) => void) {}
+  /**
+   * @param onError where a listener's failure goes: it never reaches the publisher or the other listeners
+   * @param now the clock the trust in a run's end is kept on
+   */
+  constructor(
+    private readonly onError: (err: unknown) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   publish(change: Change) {
+    // A run created anew may carry the id of one whose rows expired: its end is read again.
+    if (change.kind === 'run' && change.run.version === 1) this.forgetEnd(topics.events(change.tenant, change.runId));
     const topic = this.topics.get(topicOf(change));
     if (topic) {
       if (change.kind === 'event' && topic.end !== undefined && change.event.seq > topic.end) topic.end = change.event.seq;
@@ -61,17 +77,26 @@ export class Hub {
 
   /** Where the run's events end as known here (see above), or undefined when it must be read. */
   endOf(topic: string) {
-    return this.topics.get(topic)?.end;
+    const known = this.topics.get(topic);
+    return known && this.now() - known.readAt <= END_TRUSTED_MS ? known.end : undefined;
   }
 
   /**
-   * The run's last seq as read from the table by `listener`, which was listening on the topic
-   * before its read began: kept while the topic has listeners (a listener gone makes it moot).
+   * The run's last seq as read from the table for `listener`, listening on the topic now (a read
+   * for a listener gone is not kept). Beside an end still trusted, the greater: a read may be
+   * behind the events published while it ran, never ahead. An end no longer trusted gives way.
    */
   noteEnd(topic: string, listener: Listener, seq: number) {
     const known = this.topics.get(topic);
     if (!known?.listeners.has(listener)) return;
-    known.end = Math.max(known.end ?? seq, seq);
+    const trusted = this.endOf(topic);
+    known.end = trusted === undefined ? seq : Math.max(trusted, seq);
+    known.readAt = this.now();
+  }
+
+  private forgetEnd(topic: string) {
+    const known = this.topics.get(topic);
+    if (known) known.end = undefined;
   }
 
   private call(notify: () => void) {
@@ -86,7 +111,7 @@ export class Hub {
   subscribe(name: string, listener: Listener) {
     let topic = this.topics.get(name);
     if (!topic) {
-      topic = { listeners: new Set<Listener>(), end: undefined };
+      topic = { listeners: new Set<Listener>(), end: undefined, readAt: 0 };
       this.topics.set(name, topic);
     }
     const { listeners } = topic;

@@ -1,11 +1,12 @@
 /** The ordered event feed on its own, over a real table: slow consumers, out-of-order writers, real gaps. */
 
+import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { RunEvent } from '../../src/domain/run.ts';
 import { topics } from '../../src/streams/changes.ts';
 import { eventFeed } from '../../src/streams/event-feed.ts';
 import { Hub } from '../../src/streams/hub.ts';
-import { newRun, OPEN_TENANT, putEventRow } from '../support/runs.ts';
+import { appendEvent, newRun, OPEN_TENANT, putEventRow, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -54,8 +55,20 @@ describe('the event feed', () => {
     for (let i = 1; i <= 3; i++) await append();
     const store = api.server.stores.events;
     let reads = 0;
+    // A hub of its own on a clock that stands still (a slow machine must not outwait the end's
+    // trust), fed every change of the run the server's hub gets.
+    const hub = new Hub(
+      (err) => {
+        throw err;
+      },
+      () => 0,
+    );
+    const stopBridge = api.server.live.hub.subscribe(topics.events('default', runId), {
+      change: (change) => hub.publish(change),
+      resync: () => hub.resync(),
+    });
     const options = {
-      hub: api.server.live.hub,
+      hub,
       // The real store, its reads of the run's end counted.
       events: {
         page: store.page,
@@ -68,7 +81,7 @@ describe('the event feed', () => {
       runId,
     };
     const first = eventFeed(options);
-    await waitFor(() => api.server.live.hub.endOf(topics.events('default', runId)) === 3, { what: 'the first feed`s read of the end' });
+    await waitFor(() => hub.endOf(topics.events('default', runId)) === 3, { what: 'the first feed`s read of the end' });
     await append();
     await append();
     const later = Array.from({ length: 5 }, () => eventFeed(options));
@@ -77,6 +90,42 @@ describe('the event feed', () => {
     expect(await take(first, 4)).toEqual([4, 5, 6, 7]);
     for (const feed of later) expect(await take(feed, 2)).toEqual([6, 7]);
     expect(reads).toBe(1);
+    stopBridge();
+  });
+
+  test('a run whose rows expired, created again under its id while a subscriber still listens: a new live subscriber gets its events', async () => {
+    const runId = await newRun(api, { budgetCap: 1, events: 5 });
+    const store = api.server.stores.events;
+    const hub = api.server.live.hub;
+    const topic = topics.events('default', runId);
+    // A subscriber left open on the run (a dashboard), live from its end.
+    const old = eventFeed({ hub, events: store, tenant: 'default', runId });
+    await waitFor(() => hub.endOf(topic) === 5, { what: 'the end read' });
+    await appendEvent(api, runId);
+    expect((await old.next()).value?.seq).toBe(6);
+    // A row written behind the API comes by the stream alone: once it is here, so are the
+    // stream's copies of the events before it (a TTL deletes rows long after their records passed).
+    await write(runId, 7);
+    expect((await old.next()).value?.seq).toBe(7);
+    // The table's TTL deletes the run's rows (removals are not published).
+    const doc = api.server.clients.doc;
+    const { Items = [] } = await doc.send(
+      new QueryCommand({
+        TableName: api.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': runPartition(runId) },
+        ConsistentRead: true,
+      }),
+    );
+    for (const { pk, sk } of Items) await doc.send(new DeleteCommand({ TableName: api.table, Key: { pk, sk } }));
+    // Long after, this server's own hint of the run's end is forgotten; here one read resets it.
+    expect(await store.lastSeq('default', runId)).toBe(0);
+    await newRun(api, { id: runId, budgetCap: 1 });
+    const fresh = eventFeed({ hub, events: store, tenant: 'default', runId });
+    await waitFor(() => hub.endOf(topic) === 0, { what: 'the new run`s end read' });
+    for (let i = 1; i <= 3; i++) expect((await appendEvent(api, runId))?.seq).toBe(i);
+    expect(await take(fresh, 3)).toEqual([1, 2, 3]);
+    await old.return?.();
   });
 
   test('a writer that bypasses the API and writes out of order: the late seq is still handed out in its place', async () => {
