@@ -45,6 +45,31 @@ interface Kept {
   values: Values | undefined;
 }
 
+/**
+ * A deep copy of a parse's trees, an object shared within them copied once (a value the update's
+ * tree and the kept values both hold stays one object). Unlike structuredClone it keeps each
+ * object's prototype: dynalite's parser makes null-prototype maps (`nestedPaths`) and looks
+ * attribute names up in them, so an ordinary object would answer `constructor` as a path.
+ * (An update tree holds the request's values, whose map keys are any attribute names.)
+ */
+function copied(tree: unknown, seen = new Map<object, unknown>()): unknown {
+  if (tree === null || typeof tree !== 'object') return tree;
+  const known = seen.get(tree);
+  if (known !== undefined) return known;
+  if (Array.isArray(tree)) {
+    const copy: unknown[] = [];
+    seen.set(tree, copy);
+    for (const child of tree) copy.push(copied(child, seen));
+    return copy;
+  }
+  const copy = Object.create(Object.getPrototypeOf(tree)) as Record<string, unknown>;
+  seen.set(tree, copy);
+  // Defined, not assigned: a map key `__proto__` (an attribute of that name) stays a key.
+  for (const [name, child] of Object.entries(tree))
+    Object.defineProperty(copy, name, { value: copied(child, seen), writable: true, enumerable: true, configurable: true });
+  return copy;
+}
+
 /** A tree with each of `from`'s values replaced by `to`'s of the same name (copied only where something changed). */
 function rebound(tree: unknown, swaps: Map<unknown, unknown>): unknown {
   const swapped = swaps.get(tree);
@@ -119,7 +144,7 @@ export function keepingParses(
 
   const apply = (data: Data, parsed: unknown[]) =>
     PARSED.forEach((name, i) => {
-      if (parsed[i] !== undefined) data[name] = name === WRITTEN ? structuredClone(parsed[i]) : parsed[i];
+      if (parsed[i] !== undefined) data[name] = name === WRITTEN ? copied(parsed[i]) : parsed[i];
     });
 
   /** The kept parse with `data`'s values in place of its own, if every one of them is a value dynalite takes. */
@@ -161,7 +186,10 @@ export function keepingParses(
     const parsed = PARSED.map((name) => data[name]);
     const values = data.ExpressionAttributeValues as Values | undefined;
     // Copied together, so the copied trees still hold the copied values (a reuse swaps those).
-    const kept: Kept = { message, ...(data[WRITTEN] === undefined ? { parsed, values } : structuredClone({ parsed, values })) };
+    const kept: Kept = {
+      message,
+      ...(data[WRITTEN] === undefined ? { parsed, values } : (copied({ parsed, values }) as Pick<Kept, 'parsed' | 'values'>)),
+    };
     exact.set(key, kept);
     if (typesKey !== undefined && message === undefined) byTypes.set(typesKey, kept);
     return message;

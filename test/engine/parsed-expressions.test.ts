@@ -7,7 +7,7 @@
  * into as it applies it) is handed to each request as a copy of its own, and the kept set stops
  * at its bound.
  */
-import { GetItemCommand, PutItemCommand, QueryCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, QueryCommand, TransactWriteItemsCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { keepingParses } from '../../src/engine/parsed-expressions.ts';
 import { createTestTable, dynamoClient, uniqueName } from '../support/aws.ts';
@@ -271,6 +271,35 @@ describe('the kept parses on their own', () => {
     expect(third._updates).not.toBe(same._updates);
   });
 
+  test('a copy keeps what dynalite`s tree is made of: null-prototype maps, and map keys of any name', () => {
+    const validate = keepingParses((data) => {
+      // dynalite looks attribute names up in maps it makes without a prototype.
+      const nestedPaths = Object.create(null) as Record<string, boolean>;
+      nestedPaths.n = true;
+      data._updates = {
+        nestedPaths,
+        sections: [{ type: 'set', path: ['m'], val: (data.ExpressionAttributeValues as Record<string, unknown>)[':m'] }],
+      };
+      return undefined;
+    });
+    // A value's map keys are attribute names: `__proto__` among them, an own key as JSON makes it.
+    const request = (text: string) =>
+      ({
+        UpdateExpression: 'SET m = :m',
+        ExpressionAttributeValues: JSON.parse(`{":m":{"M":{"__proto__":{"S":"${text}"},"constructor":{"S":"${text}"}}}}`),
+      }) as Record<string, unknown>;
+    validate(request('a'));
+    for (const data of [request('a'), request('b')]) {
+      validate(data);
+      const tree = data._updates as { nestedPaths: Record<string, boolean>; sections: { val: { M: Record<string, unknown> } }[] };
+      expect(Object.getPrototypeOf(tree.nestedPaths)).toBeNull();
+      expect(tree.nestedPaths.constructor).toBeUndefined();
+      const map = (tree.sections[0] as { val: { M: Record<string, unknown> } }).val.M;
+      expect(Object.keys(map).sort()).toEqual(['__proto__', 'constructor']);
+      expect(Object.getPrototypeOf(map)).toBe(Object.prototype);
+    }
+  });
+
   test('other values of the same types: the kept tree with the new values in place, the kept one untouched', () => {
     let parses = 0;
     const validate = keepingParses((data) => {
@@ -328,5 +357,59 @@ describe('the kept parses on their own', () => {
     expect(parses).toBe(2);
     validate(request('bad'));
     expect(parses).toBe(3);
+  });
+});
+
+describe('a kept update on a table whose attribute names are also the names of Object members', () => {
+  let named: string;
+  beforeAll(async () => {
+    // An index keyed on `constructor`: dynalite looks every key attribute up among the update's paths.
+    ({ name: named } = await createTestTable(client, {
+      attributes: [{ AttributeName: 'constructor', AttributeType: 'S' }],
+      indexes: [
+        { IndexName: 'byCtor', KeySchema: [{ AttributeName: 'constructor', KeyType: 'HASH' }], Projection: { ProjectionType: 'ALL' } },
+      ],
+    }));
+  });
+  const outcome = (sent: Promise<unknown>) =>
+    sent.then(
+      () => 'ok',
+      (err: Error) => `${err.name}: ${err.message}`,
+    );
+
+  test('the same update again, and with other values, alone and in a transaction', async () => {
+    const update = (n: string) =>
+      outcome(
+        client.send(
+          new UpdateItemCommand({
+            TableName: named,
+            Key: key(uniqueName()),
+            UpdateExpression: 'SET #n = :n, #k = :k',
+            ExpressionAttributeNames: { '#n': 'n', '#k': 'constructor' },
+            ExpressionAttributeValues: { ':n': { N: n }, ':k': { S: 'c' } },
+          }),
+        ),
+      );
+    // Parsed afresh, then the kept tree as it is, then with another value in place.
+    expect([await update('1'), await update('1'), await update('2')]).toEqual(['ok', 'ok', 'ok']);
+    const inTransaction = () =>
+      outcome(
+        client.send(
+          new TransactWriteItemsCommand({
+            TransactItems: [
+              {
+                Update: {
+                  TableName: named,
+                  Key: key(uniqueName()),
+                  UpdateExpression: 'ADD #c :one SET #k = :k',
+                  ExpressionAttributeNames: { '#c': 'count', '#k': 'constructor' },
+                  ExpressionAttributeValues: { ':one': { N: '1' }, ':k': { S: 'c' } },
+                },
+              },
+            ],
+          }),
+        ),
+      );
+    expect([await inTransaction(), await inTransaction()]).toEqual(['ok', 'ok']);
   });
 });
