@@ -93,14 +93,15 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
    * under way for another subscriber (a thousand dashboards opening one run cost one read). A
    * read that began a moment before this subscriber came can only say less than the end, so
    * the subscriber may be handed a few events from just before it came, never miss one after.
+   * A read that fails is tried again for each of the others that joined it.
    */
-  function lastSeqForSubscriber(tenant: string, runId: string) {
+  function lastSeqForSubscriber(tenant: string, runId: string): Promise<number> {
     const key = runKey(tenant, runId);
-    let reading = endsBeingRead.get(key);
-    if (!reading) {
-      reading = lastSeq(tenant, runId).finally(() => endsBeingRead.delete(key));
-      endsBeingRead.set(key, reading);
-    }
+    const under = endsBeingRead.get(key);
+    // One failed read fails the subscriber it was made for; the others joining it read again.
+    if (under) return under.catch(() => lastSeq(tenant, runId));
+    const reading = lastSeq(tenant, runId).finally(() => endsBeingRead.delete(key));
+    endsBeingRead.set(key, reading);
     return reading;
   }
 
