@@ -131,6 +131,8 @@ export class EventFeedMachine {
     this.next = lastSeq + 1;
     this.current = 'live';
     if (!this.flush()) return this.fallBehind();
+    // Changes may have been lost, or not be arriving, while the end was found: read on from it.
+    if (this.again) return this.read();
     return this.pending.size > 0 ? this.wait(this.options.holeGraceMs) : Effect.NONE;
   }
 
@@ -319,8 +321,12 @@ export class EventFeedMachine {
       case 'retrying':
         this.again = true;
         return Effect.NONE;
+      case 'starting':
+        // It reads nothing yet: once it has found the run's end, it reads on from there.
+        this.again = true;
+        return Effect.NONE;
       default:
-        // Starting: it reads nothing yet; behind: it reads once drained.
+        // Behind: it reads once drained.
         return Effect.NONE;
     }
   }

@@ -155,11 +155,12 @@ class EventFeed implements Listener {
     const { events, tenant, runId, hub } = this.options;
     const topic = topics.events(tenant, runId);
     const known = hub.endOf(topic);
+    const mark = hub.endMark(topic);
     const found =
       known !== undefined
         ? Promise.resolve(known)
         : events.lastSeqForSubscriber(tenant, runId).then((lastSeq) => {
-            hub.noteEnd(topic, this, lastSeq);
+            hub.noteEnd(topic, this, lastSeq, mark);
             return lastSeq;
           });
     found.then(

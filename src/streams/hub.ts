@@ -32,6 +32,8 @@ interface Topic {
   end: number | undefined;
   /** When the end was last read from the table. */
   readAt: number;
+  /** How often the end was forgotten: a read begun before the last time says nothing now. */
+  forgotten: number;
 }
 
 /** How long after a read of a run's end it is trusted (see above). */
@@ -63,14 +65,14 @@ export class Hub {
 
   resync() {
     for (const topic of this.topics.values()) {
-      topic.end = undefined;
+      this.forget(topic);
       for (const listener of topic.listeners) this.call(() => listener.resync());
     }
   }
 
   refill() {
     for (const topic of this.topics.values()) {
-      topic.end = undefined;
+      this.forget(topic);
       for (const listener of topic.listeners) if (listener.refill) this.call(() => listener.refill?.());
     }
   }
@@ -82,21 +84,33 @@ export class Hub {
   }
 
   /**
-   * The run's last seq as read from the table for `listener`, listening on the topic now (a read
-   * for a listener gone is not kept). Beside an end still trusted, the greater: a read may be
-   * behind the events published while it ran, never ahead. An end no longer trusted gives way.
+   * The run's last seq as read from the table for `listener`, listening on the topic now, by a
+   * read begun at `mark` (endMark): not kept for a listener gone, nor when the end was forgotten
+   * since the read began (changes lost meanwhile). Beside an end still trusted, the greater: a
+   * read may be behind the events published while it ran, never ahead. An end no longer trusted
+   * gives way.
    */
-  noteEnd(topic: string, listener: Listener, seq: number) {
+  noteEnd(topic: string, listener: Listener, seq: number, mark: number) {
     const known = this.topics.get(topic);
-    if (!known?.listeners.has(listener)) return;
+    if (!known?.listeners.has(listener) || known.forgotten !== mark) return;
     const trusted = this.endOf(topic);
     known.end = trusted === undefined ? seq : Math.max(trusted, seq);
     known.readAt = this.now();
   }
 
+  /** What a read of the run's end begun now is to hand noteEnd. */
+  endMark(topic: string) {
+    return this.topics.get(topic)?.forgotten ?? 0;
+  }
+
   private forgetEnd(topic: string) {
     const known = this.topics.get(topic);
-    if (known) known.end = undefined;
+    if (known) this.forget(known);
+  }
+
+  private forget(topic: Topic) {
+    topic.end = undefined;
+    topic.forgotten++;
   }
 
   private call(notify: () => void) {
@@ -111,7 +125,7 @@ export class Hub {
   subscribe(name: string, listener: Listener) {
     let topic = this.topics.get(name);
     if (!topic) {
-      topic = { listeners: new Set<Listener>(), end: undefined, readAt: 0 };
+      topic = { listeners: new Set<Listener>(), end: undefined, readAt: 0, forgotten: 0 };
       this.topics.set(name, topic);
     }
     const { listeners } = topic;

@@ -133,6 +133,8 @@ const givens = {
   starting: { state: 'starting', options: {}, steps: [start] },
   'starting, 3 and 5 seen': { state: 'starting', options: {}, steps: [start, event(3), event(5)] },
   'starting, 1,000 seen': { state: 'starting', options: {}, steps: [start, { kind: 'events', from: 1, count: MAX_PENDING }] },
+  'starting, changes lost meanwhile': { state: 'starting', options: {}, steps: [start, resync] },
+  'starting, changes not arriving': { state: 'starting', options: {}, steps: [start, refill] },
   'reading from 1': { state: 'reading', steps: [start] },
   'reading from 1, 1 handed out live': { state: 'reading', steps: [start, event(1)] },
   'reading from 1, asked again': { state: 'reading', steps: [start, refill] },
@@ -230,6 +232,11 @@ const rows: Row[] = [
   { given: 'starting, 3 and 5 seen', when: found(4), state: 'live', next: 6, handed: ['5'] },
   { given: 'starting, 3 and 5 seen', when: found(2), room: 0, state: 'behind', next: 3, effects: ['BEHIND'] },
   { given: 'starting, 1,000 seen', when: event(MAX_PENDING + 1), state: 'starting', pending: [] },
+  // Changes lost (or not arriving) before the end was found: read on from the end once found.
+  { given: 'starting', when: resync, state: 'starting', effects: [] },
+  { given: 'starting, changes lost meanwhile', when: found(4), state: 'reading', next: 5, effects: ['READ'] },
+  { given: 'starting, changes not arriving', when: found(4), state: 'reading', next: 5, effects: ['READ'] },
+  { given: 'starting', when: refill, state: 'starting', effects: [] },
   { given: 'starting', when: failed, state: 'ended', effects: ['REPORT', 'FAIL', 'END'] },
   { given: 'starting', when: close, state: 'ended', effects: ['END'] },
 
@@ -451,7 +458,7 @@ const rows: Row[] = [
 
 /** Inputs that leave the state as it was and do nothing. */
 const ignored: [GivenName, Input][] = [
-  ...[resync, refill, look, retry, drained, page([1]), full, rechecked([1])].map((input): [GivenName, Input] => ['starting', input]),
+  ...[look, retry, drained, page([1]), full, rechecked([1])].map((input): [GivenName, Input] => ['starting', input]),
   ...[found(9), look, retry, rechecked([1])].map((input): [GivenName, Input] => ['reading from 1', input]),
   ...[found(9), look, page([1]), full, rechecked([1])].map((input): [GivenName, Input] => ['retrying', input]),
   ...[found(9), look, retry, page([3]), full, rechecked([3])].map((input): [GivenName, Input] => ['live at 3', input]),

@@ -44,14 +44,14 @@ describe('the end of a run, as the hub knows it', () => {
     hub.publish(event(3));
     // An event alone says nothing of the events before it that were never published here.
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, first, 5);
+    hub.noteEnd(topic, first, 5, hub.endMark(topic));
     expect(hub.endOf(topic)).toBe(5);
     hub.publish(event(6));
     hub.publish(event(8));
     hub.publish(event(7));
     expect(hub.endOf(topic)).toBe(8);
     // A read that ended before the events above, while the end is trusted: the end stays where they took it.
-    hub.noteEnd(topic, first, 6);
+    hub.noteEnd(topic, first, 6, hub.endMark(topic));
     expect(hub.endOf(topic)).toBe(8);
     // Another run's events are another run's.
     hub.publish(event(50, 'run-2'));
@@ -67,14 +67,14 @@ describe('the end of a run, as the hub knows it', () => {
     );
     const only = listener();
     hub.subscribe(topic, only);
-    hub.noteEnd(topic, only, 5);
+    hub.noteEnd(topic, only, 5, hub.endMark(topic));
     hub.publish(event(6));
     now = END_TRUSTED_MS;
     expect(hub.endOf(topic)).toBe(6);
     now = END_TRUSTED_MS + 1;
     // Rows may have been removed meanwhile (removals are not published): the end must be read.
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, only, 2);
+    hub.noteEnd(topic, only, 2, hub.endMark(topic));
     expect(hub.endOf(topic)).toBe(2);
   });
 
@@ -82,7 +82,7 @@ describe('the end of a run, as the hub knows it', () => {
     const hub = new Hub(() => undefined, standingStill);
     const only = listener();
     hub.subscribe(topic, only);
-    hub.noteEnd(topic, only, 5);
+    hub.noteEnd(topic, only, 5, hub.endMark(topic));
     const run = (version: number): Change => ({
       kind: 'run',
       tenant: TENANT,
@@ -95,6 +95,20 @@ describe('the end of a run, as the hub knows it', () => {
     expect(hub.endOf(topic)).toBeUndefined();
   });
 
+  test('a read begun before changes were lost or stopped arriving is not kept', () => {
+    const hub = new Hub(() => undefined, standingStill);
+    const only = listener();
+    hub.subscribe(topic, only);
+    for (const forget of [() => hub.resync(), () => hub.refill()]) {
+      const mark = hub.endMark(topic);
+      forget();
+      hub.noteEnd(topic, only, 5, mark);
+      expect(hub.endOf(topic)).toBeUndefined();
+    }
+    hub.noteEnd(topic, only, 5, hub.endMark(topic));
+    expect(hub.endOf(topic)).toBe(5);
+  });
+
   test('a read by a listener that is no longer listening is not kept', () => {
     const hub = new Hub(() => undefined, standingStill);
     const gone = listener();
@@ -102,9 +116,9 @@ describe('the end of a run, as the hub knows it', () => {
     const other = listener();
     hub.subscribe(topic, other);
     unsubscribe();
-    hub.noteEnd(topic, gone, 5);
+    hub.noteEnd(topic, gone, 5, hub.endMark(topic));
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, other, 5);
+    hub.noteEnd(topic, other, 5, hub.endMark(topic));
     expect(hub.endOf(topic)).toBe(5);
   });
 
@@ -112,18 +126,18 @@ describe('the end of a run, as the hub knows it', () => {
     const hub = new Hub(() => undefined, standingStill);
     const only = listener();
     let unsubscribe = hub.subscribe(topic, only);
-    hub.noteEnd(topic, only, 5);
+    hub.noteEnd(topic, only, 5, hub.endMark(topic));
     unsubscribe();
     // Nobody listened in between: events written meanwhile were not seen here.
     unsubscribe = hub.subscribe(topic, only);
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, only, 9);
+    hub.noteEnd(topic, only, 9, hub.endMark(topic));
     hub.resync();
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, only, 9);
+    hub.noteEnd(topic, only, 9, hub.endMark(topic));
     hub.refill();
     expect(hub.endOf(topic)).toBeUndefined();
-    hub.noteEnd(topic, only, 9);
+    hub.noteEnd(topic, only, 9, hub.endMark(topic));
     expect(hub.endOf(topic)).toBe(9);
     unsubscribe();
     expect(hub.subscriberCount).toBe(0);
