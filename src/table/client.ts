@@ -29,6 +29,9 @@ export const marshallOptions: MarshallOptions = {
 /** JSON payloads may hold numbers beyond 2^53: read them as doubles, as JSON does, instead of failing. */
 export const unmarshallOptions: UnmarshallOptions = { wrapNumbers: (value: string) => Number(value) };
 
+/** The SDK's step that writes the User-Agent header (@aws-sdk/core's user agent middleware). */
+export const USER_AGENT_MIDDLEWARE = 'getUserAgentMiddleware';
+
 const unsigned: HttpAuthScheme = {
   schemeId: 'aws.auth#sigv4',
   identityProvider: (config) => config.getIdentityProvider('aws.auth#sigv4'),
@@ -53,6 +56,10 @@ export function createClients(connection: DynamoConnection) {
   const streams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint });
   // The stream poller retries in its own way (keeping its iterators, with back-off): no SDK retries.
   const pollerStreams = new DynamoDBStreamsClient({ ...common, endpoint: streamsEndpoint, maxAttempts: 1 });
+  // A request that never leaves the process tells no service who sent it: the User-Agent the
+  // SDK builds for every request (escaping each part again) cost a tenth of an in-process put.
+  if (connection.inProcess)
+    for (const client of [dynamo, cached, streams, pollerStreams]) client.middlewareStack.remove(USER_AGENT_MIDDLEWARE);
   return {
     dynamo,
     /** The stores' requests go through this one (by way of `doc`): add middleware before the first. */
