@@ -29,7 +29,7 @@ import { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
   hub: Hub;
-  events: Pick<EventStore, 'page' | 'lastSeqForSubscriber'>;
+  events: Pick<EventStore, 'page' | 'lastSeq'>;
   tenant: string;
   runId: string;
   /** Replay from the table after this seq, then live; absent: live from now. */
@@ -150,23 +150,16 @@ class EventFeed implements Listener {
     this.perform(this.machine.retry());
   }
 
-  /** Where the run ends: as the hub knows it while this server watches the run, or read (and told to the hub). */
+  /** Where the run ends: as the hub knows it while this server watches the run, or read (shared with others starting alike). */
   private findEnd() {
     const { events, tenant, runId, hub } = this.options;
     const topic = topics.events(tenant, runId);
-    const known = hub.endOf(topic);
-    const mark = hub.endMark(topic);
-    const found =
-      known !== undefined
-        ? Promise.resolve(known)
-        : events.lastSeqForSubscriber(tenant, runId).then((lastSeq) => {
-            hub.noteEnd(topic, this, lastSeq, mark);
-            return lastSeq;
-          });
-    found.then(
-      (lastSeq) => this.onFound(lastSeq),
-      (err) => this.onFailed(err),
-    );
+    hub
+      .endFor(topic, this, () => events.lastSeq(tenant, runId))
+      .then(
+        (lastSeq) => this.onFound(lastSeq),
+        (err) => this.onFailed(err),
+      );
   }
 
   private onFound(lastSeq: number) {

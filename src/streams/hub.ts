@@ -3,7 +3,7 @@
  * server's own mutations (the fast path); subscribers order and deduplicate them.
  *
  * While a run's events have listeners here, the hub also knows where the run ends, for
- * subscribers starting live on it: a table read (noteEnd), moved on by every event published
+ * subscribers starting live on it (endFor): a table read, moved on by every event published
  * since, trusted for a second after the read. Such a subscriber starts there without reading the
  * table: every event written after it came is published to it here (or its feed reads it on a
  * resync), so it misses none; events still on their way when it came reach it as live ones.
@@ -34,6 +34,8 @@ interface Topic {
   readAt: number;
   /** How often the end was forgotten: a read begun before the last time says nothing now. */
   forgotten: number;
+  /** The read of the end under way, and how often the end had been forgotten when it began. */
+  reading: { seq: Promise<number>; mark: number } | undefined;
 }
 
 /** How long after a read of a run's end it is trusted (see above). */
@@ -44,11 +46,11 @@ export class Hub {
 
   /**
    * @param onError where a listener's failure goes: it never reaches the publisher or the other listeners
-   * @param now the clock the trust in a run's end is kept on
+   * @param now the clock the trust in a run's end is kept on (monotonic: a wall clock set back would stretch it)
    */
   constructor(
     private readonly onError: (err: unknown) => void,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   publish(change: Change) {
@@ -84,23 +86,36 @@ export class Hub {
   }
 
   /**
-   * The run's last seq as read from the table for `listener`, listening on the topic now, by a
-   * read begun at `mark` (endMark): not kept for a listener gone, nor when the end was forgotten
-   * since the read began (changes lost meanwhile). Beside an end still trusted, the greater: a
-   * read may be behind the events published while it ran, never ahead. An end no longer trusted
-   * gives way.
+   * Where the run's events end, for `listener` (listening on the topic) starting live: the end
+   * as known here, or `read` from the table. A read under way for another listener is shared,
+   * if the end has not been forgotten since it began (its answer may describe rows gone since,
+   * and is not kept either). If a shared read fails, each listener that joined it reads again.
+   * A read's answer is kept beside an end still trusted as the greater (a read may be behind
+   * the events published while it ran, never ahead); an end no longer trusted gives way to it.
    */
-  noteEnd(topic: string, listener: Listener, seq: number, mark: number) {
+  endFor(topic: string, listener: Listener, read: () => Promise<number>): Promise<number> {
     const known = this.topics.get(topic);
-    if (!known?.listeners.has(listener) || known.forgotten !== mark) return;
+    if (!known?.listeners.has(listener)) return read();
     const trusted = this.endOf(topic);
-    known.end = trusted === undefined ? seq : Math.max(trusted, seq);
-    known.readAt = this.now();
-  }
-
-  /** What a read of the run's end begun now is to hand noteEnd. */
-  endMark(topic: string) {
-    return this.topics.get(topic)?.forgotten ?? 0;
+    if (trusted !== undefined) return Promise.resolve(trusted);
+    const under = known.reading;
+    if (under && under.mark === known.forgotten) return under.seq.catch(() => read());
+    const mark = known.forgotten;
+    const seq = read().then((last) => {
+      if (known.forgotten === mark) {
+        const still = this.endOf(topic);
+        known.end = still === undefined ? last : Math.max(still, last);
+        known.readAt = this.now();
+      }
+      return last;
+    });
+    const reading = { seq, mark };
+    known.reading = reading;
+    const done = () => {
+      if (known.reading === reading) known.reading = undefined;
+    };
+    seq.then(done, done);
+    return seq;
   }
 
   private forgetEnd(topic: string) {
@@ -125,7 +140,7 @@ export class Hub {
   subscribe(name: string, listener: Listener) {
     let topic = this.topics.get(name);
     if (!topic) {
-      topic = { listeners: new Set<Listener>(), end: undefined, readAt: 0, forgotten: 0 };
+      topic = { listeners: new Set<Listener>(), end: undefined, readAt: 0, forgotten: 0, reading: undefined };
       this.topics.set(name, topic);
     }
     const { listeners } = topic;

@@ -7,7 +7,6 @@ import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, test } from 'vitest';
 import { RunNotFound } from '../../src/domain/errors.ts';
 import { eventItem } from '../../src/table/codec.ts';
-import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { newStoredRun, storesOnFreshTable, TENANT } from './fixture.ts';
 
 /** Longer than the store trusts a hint (a minute). */
@@ -27,44 +26,6 @@ describe('hints on the store clock', () => {
     clock.advance(PAST_HINTS_MS);
     await expect(stores.events.append({ tenant: TENANT, runId, type: 'step', payload: 3 })).rejects.toBeInstanceOf(RunNotFound);
   });
-
-  test('subscribers starting live on a run together share one read of its end; one coming after it reads again', async () => {
-    const { stores, sentDuring } = await storesOnFreshTable();
-    const runId = await newStoredRun(stores, 1000, 2);
-    for (let i = 0; i < 3; i++) await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: i });
-    let ends: number[] = [];
-    const together = await sentDuring(async () => {
-      ends = await Promise.all(Array.from({ length: 20 }, () => stores.events.lastSeqForSubscriber(TENANT, runId)));
-    });
-    expect(ends).toEqual(Array(20).fill(3));
-    // One read: the last event of each of the run's two shards.
-    expect(together.filter((name) => name === 'QueryCommand')).toHaveLength(2);
-    await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: 3 });
-    let later = 0;
-    const after = await sentDuring(async () => {
-      later = await stores.events.lastSeqForSubscriber(TENANT, runId);
-    });
-    expect(later).toBe(4);
-    expect(after.filter((name) => name === 'QueryCommand')).toHaveLength(2);
-  });
-
-  test.skipIf(onlyEmbedded)(
-    'a shared read of the end that fails fails the subscriber it was made for alone: the others read again',
-    async () => {
-      const { engine } = await ownEngine();
-      try {
-        const { stores } = await storesOnFreshTable({ endpoint: engine.endpoint, maxAttempts: 1 });
-        const runId = await newStoredRun(stores);
-        for (let i = 0; i < 2; i++) await stores.events.append({ tenant: TENANT, runId, type: 'step', payload: i });
-        using _ = engine.faults.inject({ operations: ['Query'], error: 'InternalServerError', times: 1 });
-        const ends = await Promise.allSettled(Array.from({ length: 5 }, () => stores.events.lastSeqForSubscriber(TENANT, runId)));
-        expect(ends.map((end) => end.status)).toEqual(['rejected', 'fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
-        expect(ends.slice(1).map((end) => (end as PromiseFulfilledResult<number>).value)).toEqual([2, 2, 2, 2]);
-      } finally {
-        await engine.close();
-      }
-    },
-  );
 
   test("a run's last seq is a hint: a stale one costs a collision, an old one is read again", async () => {
     const { stores, clients, table, clock } = await storesOnFreshTable();

@@ -72,9 +72,9 @@ describe('the event feed', () => {
       // The real store, its reads of the run's end counted.
       events: {
         page: store.page,
-        lastSeqForSubscriber: (tenant: string, id: string) => {
+        lastSeq: (tenant: string, id: string) => {
           reads++;
-          return store.lastSeqForSubscriber(tenant, id);
+          return store.lastSeq(tenant, id);
         },
       },
       tenant: 'default',

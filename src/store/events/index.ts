@@ -33,8 +33,6 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
     counters,
     /** The run's highest seq (0 for none), strongly consistent. */
     lastSeq: positions.lastSeq,
-    /** The same for a subscriber starting live: one read shared by those starting together (position.ts). */
-    lastSeqForSubscriber: positions.lastSeqForSubscriber,
     /**
      * Whether the run exists: read strongly consistent, then trusted for a minute (a run is
      * deleted only by its TTL, long after it finished).

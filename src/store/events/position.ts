@@ -85,26 +85,6 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
     return last;
   }
 
-  /** Reads of a run's last seq under way for subscribers, by run. */
-  const endsBeingRead = new Map<string, Promise<number>>();
-
-  /**
-   * The run's last seq for a subscriber starting live: read now, or taken from a read already
-   * under way for another subscriber (a thousand dashboards opening one run cost one read). A
-   * read that began a moment before this subscriber came can only say less than the end, so
-   * the subscriber may be handed a few events from just before it came, never miss one after.
-   * A read that fails is tried again for each of the others that joined it.
-   */
-  function lastSeqForSubscriber(tenant: string, runId: string): Promise<number> {
-    const key = runKey(tenant, runId);
-    const under = endsBeingRead.get(key);
-    // One failed read fails the subscriber it was made for; the others joining it read again.
-    if (under) return under.catch(() => lastSeq(tenant, runId));
-    const reading = lastSeq(tenant, runId).finally(() => endsBeingRead.delete(key));
-    endsBeingRead.set(key, reading);
-    return reading;
-  }
-
   /**
    * @returns the run's event shard count
    * @throws RunNotFound unless the run exists and has not expired
@@ -125,7 +105,7 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
 
   const rememberShards = (tenant: string, runId: string, shards: number) => shardCounts.set(runKey(tenant, runId), shards);
 
-  return { hint, remember, lastSeq, lastSeqForSubscriber, ensureRun, nextSeq, knownShards, shardsOf, rememberShards };
+  return { hint, remember, lastSeq, ensureRun, nextSeq, knownShards, shardsOf, rememberShards };
 }
 
 export type Positions = ReturnType<typeof createPositions>;
