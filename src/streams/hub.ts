@@ -4,13 +4,16 @@
  *
  * While a run's events have listeners here, the hub also knows where the run ends, for
  * subscribers starting live on it (endFor): a table read, moved on by every event published
- * since, trusted for a second after the read. Such a subscriber starts there without reading the
- * table: every event written after it came is published to it here (or its feed reads it on a
- * resync), so it misses none; events still on their way when it came reach it as live ones.
+ * since, trusted for a second after the read began. Such a subscriber starts there without
+ * reading the table. Every event written after that read began (the point "live from now"
+ * starts at, as with a read of its own) is published to it here, or its feed reads it on a
+ * resync; events still on their way when it came reach it as live ones.
  * The end is read again when changes may have been lost (resync) or may not be arriving
  * (refill), when the run is created (its id may be used again once its rows expired), and a
  * second after the last read: rows removed from the table are not published, and an end that
- * outlived them would start new subscribers past events yet to be written.
+ * outlived them would start new subscribers past events yet to be written. The one case left:
+ * a run's rows expiring and its id used again on another replica, all within that second and
+ * before this hub hears of the new run (see the README's note on `runEvents`).
  */
 import { type Change, tenantTopicOf, topicOf, topics } from './changes.ts';
 
@@ -30,7 +33,7 @@ export interface Listener {
 interface Topic {
   listeners: Set<Listener>;
   end: number | undefined;
-  /** When the end was last read from the table. */
+  /** When the last read of the end from the table began. */
   readAt: number;
   /** How often the end was forgotten: a read begun before the last time says nothing now. */
   forgotten: number;
@@ -101,11 +104,13 @@ export class Hub {
     const under = known.reading;
     if (under && under.mark === known.forgotten) return under.seq.catch(() => read());
     const mark = known.forgotten;
+    // Trusted from when the table was read, not from when the answer came (it may come late).
+    const began = this.now();
     const seq = read().then((last) => {
       if (known.forgotten === mark) {
         const still = this.endOf(topic);
         known.end = still === undefined ? last : Math.max(still, last);
-        known.readAt = this.now();
+        known.readAt = began;
       }
       return last;
     });

@@ -124,6 +124,20 @@ describe('the end of a run, as the hub knows it', () => {
     expect(hub.endOf(topic)).toBe(2);
   });
 
+  test('a read answered late is trusted from when it began', async () => {
+    const { hub, clock } = hubOnClock();
+    const only = listener();
+    hub.subscribe(topic, only);
+    const table = tableRead();
+    const end = hub.endFor(topic, only, table.read);
+    clock.now = END_TRUSTED_MS - 100;
+    table.pending[0]?.resolve(5);
+    expect(await end).toBe(5);
+    expect(hub.endOf(topic)).toBe(5);
+    clock.now = END_TRUSTED_MS + 1;
+    expect(hub.endOf(topic)).toBeUndefined();
+  });
+
   test('a run created (its id may be one whose rows expired) is read again', async () => {
     const { hub } = hubOnClock();
     const only = listener();
