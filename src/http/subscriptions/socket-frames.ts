@@ -26,8 +26,11 @@ const UNEXPECTED = 'Unexpected error.';
 /** What comes before a result's JSON in operation `id`'s `next` frames (built once per subscription). */
 const nextFrameHead = (id: string) => `{"id":${JSON.stringify(id)},"type":"next","payload":`;
 
-/** The `next` frame of operation `id` for a result serialized as `json`. */
-export const nextFrame = (id: string, json: string) => `${nextFrameHead(id)}${json}}`;
+/** The `next` frame whose head (nextFrameHead) is `head`, for a result serialized as `json`. */
+const nextFrameAfter = (head: string, json: string) => `${head}${json}}`;
+
+/** The `next` frame of operation `id` for a result serialized as `json` (what delivery writes, built the same way). */
+export const nextFrame = (id: string, json: string) => nextFrameAfter(nextFrameHead(id), json);
 
 const uncork = (raw: Socket) => raw.uncork();
 
@@ -71,7 +74,7 @@ export function deliverOverSocket(
         // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
         const item = await source.next();
         if (item.done || stopped || !isOpen(socket)) break;
-        const frame = `${head}${resultJson(item.value, mask)}}`;
+        const frame = nextFrameAfter(head, resultJson(item.value, mask));
         const bytes = frame.length;
         sendBuffer.hold(bytes);
         corked(raw);
