@@ -27,8 +27,8 @@ export interface ReleaseClaimCommand {
   token: number;
 }
 
-/** The claim, while it has not run out at `at`; null otherwise. */
-export const claimLiveAt = (claim: RunClaim | null, at: number) => (claim && claim.expiresAt.getTime() > at ? claim : null);
+/** The claim, while it has not run out at `at` and was not ended; null otherwise. */
+export const claimLiveAt = (claim: RunClaim | null, at: number) => (claim && !claim.ended && claim.expiresAt.getTime() > at ? claim : null);
 
 /**
  * Takes the run if nobody's claim on it is live, or `holder` holds it already (a new token
@@ -66,7 +66,7 @@ export function renewClaim(row: RunClaim | null, command: RenewClaimCommand, at:
  */
 export function releaseClaim(row: RunClaim | null, command: ReleaseClaimCommand, at: number): RunClaim {
   const claim = held(row, command, at, true);
-  return { ...claim, expiresAt: new Date(at), version: claim.version + 1 };
+  return { ...claim, expiresAt: new Date(at), version: claim.version + 1, ended: true };
 }
 
 /** Whether a write fenced with `token` may land: that token is the run's live claim. */

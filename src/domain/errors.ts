@@ -131,7 +131,7 @@ export class ClaimLost extends DomainError {
   readonly token?: number;
 
   constructor(runId: string, current: RunClaim | null, at: number) {
-    const live = current && current.expiresAt.getTime() > at ? current : null;
+    const live = current && !current.ended && current.expiresAt.getTime() > at ? current : null;
     super(
       live
         ? `the claim on run ${runId} is now ${live.holder}'s, with token ${live.token}: nothing was written`

@@ -56,6 +56,11 @@ export interface RunClaim {
   expiresAt: Date;
   /** Grows by one with every change to the claim. */
   version: number;
+  /**
+   * Ended (released, the run cancelled, finished or stalled): never live again, whatever its
+   * `expiresAt`, so a write fenced by its token and still on its way is refused when it arrives.
+   */
+  ended?: boolean;
 }
 
 export interface Lease {

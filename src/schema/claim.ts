@@ -117,7 +117,7 @@ builder.mutationField('releaseRunClaim', (t) =>
   t.field({
     type: RunClaimRef,
     description:
-      "Ends your live claim now: the run is free at once (the token is kept, so stale writes stay refused). A claim that ran out is ClaimLost: its run is the stall watcher's.",
+      "Ends your live claim now: the run is free at once, and writes fenced by its token are refused from now on, also those already on their way. A claim that ran out is ClaimLost: its run is the stall watcher's.",
     errors: { types: [ClaimLost] },
     args: { input: t.arg({ type: ReleaseRunClaimInput, required: true }) },
     resolve: (_, { input }, { tenant, stores }) => stores.runs.releaseClaim({ tenant, ...input }),

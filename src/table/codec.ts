@@ -46,6 +46,8 @@ export const attr = {
   holder: 'holder',
   /** A run claim's end in epoch milliseconds (conditions compare it with the clock). */
   claimUntil: 'claimUntil',
+  /** A run claim that ended (released, cancelled, finished with its run, stalled): no write fenced by its token lands again, whatever the clock says. */
+  claimEnded: 'claimEnded',
   /** An output chunk's stream, its first code point's offset, its text; whether the stream ends with it. */
   stream: 'stream',
   offset: 'offset',
@@ -214,6 +216,7 @@ export function toClaim(item: Item | undefined): RunClaim | null {
     acquiredAt: date(item[attr.acquiredAt]),
     expiresAt: new Date(Number(item[attr.claimUntil] ?? 0)),
     version: Number(item[attr.version] ?? 0),
+    ...(item[attr.claimEnded] === true ? { ended: true } : {}),
   };
 }
 

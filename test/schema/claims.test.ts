@@ -247,6 +247,28 @@ describe('cancelRun', () => {
     await client.dispose();
   });
 
+  test('a holder appending hard while it is cancelled: nothing of its lands after run.cancelled, and what it sends after the answer is refused', async () => {
+    const runId = await newRun(api, as);
+    const held = await claim(runId, 'worker-1');
+    const text = 'x'.repeat(16_000);
+    const appendLarge = () =>
+      api.gql(
+        'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }',
+        { input: { runId, type: 'step', payload: { text }, fencingToken: held.token } },
+        as,
+      );
+    // Forty appends in flight, queued in group commit's batches, when the cancel comes.
+    const crowd = Array.from({ length: 40 }, () => appendLarge());
+    await waitFor(async () => (await eventsOf(runId)).length >= 3, { what: 'the first appends' });
+    expect((await cancel(runId, 'stop')).status).toBe('CANCELLED');
+    const after = await Promise.all(Array.from({ length: 10 }, () => appendLarge()));
+    expect(new Set(after.map((r) => r.data?.appendEvent.__typename))).toEqual(new Set(['ClaimLost']));
+    await Promise.all(crowd);
+    const events = await eventsOf(runId);
+    expect(events.at(-1)?.type).toBe('run.cancelled');
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+  });
+
   test('with an idempotency key a retry is answered alike and nothing is written twice; a finished run is refused', async () => {
     const runId = await newRun(api, as);
     const key = uniqueName('cancel');

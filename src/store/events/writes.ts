@@ -29,9 +29,13 @@ function eventPut(tableName: string, tenant: string, event: RunEvent, writeId: s
   return { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId, shards), ConditionExpression: conditions.absent } };
 }
 
-/** The fencing write of an append, when it carries a claim's token: the run's claim must be that token's, and live. */
-const fenceOf = (tableName: string, tenant: string, event: RunEvent, token: number | undefined) =>
-  token === undefined ? [] : [fence(tableName, tenant, event.runId, token, event.createdAt.getTime())];
+/**
+ * The fencing write of an append, when it carries a claim's token: the run's claim must be that
+ * token's, and live now, as the write is sent (not when its events were queued: a batch may
+ * be written a while after its first append came).
+ */
+const fenceOf = (tableName: string, tenant: string, runId: string, token: number | undefined, at: number) =>
+  token === undefined ? [] : [fence(tableName, tenant, runId, token, at)];
 
 /** What an append writes beside its events: a cost charged, an idempotency claim, a claim's fence. Only the first two need a lone event. */
 export interface EventWriteOptions {
@@ -61,7 +65,7 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
   const writes: Write[] = events.map((event, i) => eventPut(tableName, tenant, event, writeIds[i] as string, shards));
   const charge = { tenant, runId: first.runId, amount: cost ?? 0 };
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
-  writes.push(...fenceOf(tableName, tenant, first, fencingToken));
+  writes.push(...fenceOf(tableName, tenant, first.runId, fencingToken, deps.now().getTime()));
   try {
     await write(deps, writes, claim, { operation: 'append', throttleAttempts: options.throttleAttempts });
     return true;

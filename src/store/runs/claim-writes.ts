@@ -13,6 +13,7 @@ const names = {
   '#token': attr.token,
   '#claimUntil': attr.claimUntil,
   '#version': attr.version,
+  '#claimEnded': attr.claimEnded,
 };
 
 /** A claim row as written: the holder, the token, until when, and its place in the stall index while live. */
@@ -27,6 +28,7 @@ export function claimItem(tenant: string, claim: RunClaim, indexed: boolean): It
     [attr.acquiredAt]: claim.acquiredAt.toISOString(),
     [attr.claimUntil]: claim.expiresAt.getTime(),
     [attr.version]: claim.version,
+    ...(claim.ended ? { [attr.claimEnded]: true } : {}),
   };
 }
 
@@ -83,36 +85,41 @@ export function claimRelisting(tableName: string, tenant: string, claim: RunClai
       ConditionExpression: `#version = :seen${guard ? ` AND ${guard.condition}` : ''}`,
       ExpressionAttributeNames: {
         '#version': attr.version,
-        ...(guard ? { '#token': names['#token'], '#claimUntil': names['#claimUntil'] } : {}),
+        ...(guard?.names ?? {}),
       },
       ExpressionAttributeValues: { ':seen': claim.version, ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk, ...(guard?.values ?? {}) },
     },
   };
 }
 
-/** The fencing condition as its parts: the claim row's token is `token`, and its claim has not run out. */
+/**
+ * The fencing condition as its parts: the claim row's token is `token`, its claim has not run
+ * out at `at`, and it was not ended. An end is marked, not only dated: a write sent before the
+ * claim ended (by a clock a little behind, or queued a while) still finds it ended.
+ */
 const fenced = (token: number, at: number) => ({
-  condition: '#token = :fenceToken AND #claimUntil > :fenceNow',
+  condition: '#token = :fenceToken AND #claimUntil > :fenceNow AND attribute_not_exists(#claimEnded)',
+  names: { '#token': names['#token'], '#claimUntil': names['#claimUntil'], '#claimEnded': names['#claimEnded'] },
   values: { ':fenceToken': token, ':fenceNow': at },
 });
 
 /** A write fenced by the run's claim: it lands only while `token` is the run's live claim (ClaimLost otherwise). */
 export function fence(tableName: string, tenant: string, runId: string, token: number, at: number): Write {
-  const { condition, values } = fenced(token, at);
+  const { condition, names: fenceNames, values } = fenced(token, at);
   return {
     ConditionCheck: {
       TableName: tableName,
       Key: keys.claim(tenant, runId),
       ConditionExpression: condition,
-      ExpressionAttributeNames: { '#token': names['#token'], '#claimUntil': names['#claimUntil'] },
+      ExpressionAttributeNames: fenceNames,
       ExpressionAttributeValues: values,
     },
   };
 }
 
 /**
- * Ends the run's claim at `at` (a cancelled or finished run has no holder): it leaves the stall
- * index, the token is kept, and with `expires` the row expires with its run. Fenced by `token`
+ * Ends the run's claim at `at` (a cancelled or finished run has no holder): it is marked ended
+ * (no write fenced by its token lands after), it leaves the stall index, the token is kept, and with `expires` the row expires with its run. Fenced by `token`
  * when given (the finishing write is the holder's own), else unconditional: it creates a bare,
  * holderless row on a run nobody ever claimed.
  */
@@ -128,16 +135,18 @@ export function claimEnd(
     Update: {
       TableName: tableName,
       Key: keys.claim(tenant, runId),
-      UpdateExpression: `SET #claimUntil = :endAt${expires !== undefined ? ', #ttl = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
+      UpdateExpression: `SET #claimUntil = :endAt, #claimEnded = :ended${expires !== undefined ? ', #ttl = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
       ...(guard ? { ConditionExpression: guard.condition } : {}),
       ExpressionAttributeNames: {
         '#claimUntil': names['#claimUntil'],
         '#version': names['#version'],
-        ...(guard ? { '#token': names['#token'] } : {}),
+        '#claimEnded': names['#claimEnded'],
+        ...(guard?.names ?? {}),
         ...(expires !== undefined ? { '#ttl': attr.ttl } : {}),
       },
       ExpressionAttributeValues: {
         ':endAt': at,
+        ':ended': true,
         ':one': 1,
         ...(guard?.values ?? {}),
         ...(expires !== undefined ? { ':expires': expires } : {}),
@@ -162,10 +171,10 @@ export function holderUpdate(
       Key: keys.claim(tenant, runId),
       // Only the holder with the current token, and only while the claim is live (once it ran
       // out, another may have taken the run, or the watcher is to find it stalled).
-      ConditionExpression: '#holder = :holder AND #token = :token AND #claimUntil > :now',
+      ConditionExpression: '#holder = :holder AND #token = :token AND #claimUntil > :now AND attribute_not_exists(#claimEnded)',
       UpdateExpression: renewing
         ? 'SET #claimUntil = :until, gsi1pk = :listPk, gsi1sk = :listSk ADD #version :one'
-        : 'SET #claimUntil = :until ADD #version :one REMOVE gsi1pk, gsi1sk',
+        : 'SET #claimUntil = :until, #claimEnded = :ended ADD #version :one REMOVE gsi1pk, gsi1sk',
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: {
         ':holder': holder,
@@ -173,7 +182,7 @@ export function holderUpdate(
         ':until': untilMs,
         ':one': 1,
         ':now': at,
-        ...(renewing ? { ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : {}),
+        ...(renewing ? { ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : { ':ended': true }),
       },
     },
   };

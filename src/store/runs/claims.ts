@@ -186,7 +186,9 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
                 holder: live ? { holder: live.holder, token: live.token } : null,
               },
               also: (expires) => [claimEnd(tableName, input.tenant, input.runId, at, { expires })],
-              extra: held ? { ...held, expiresAt: new Date(Math.min(at, held.expiresAt.getTime())), version: held.version + 1 } : null,
+              extra: held
+                ? { ...held, expiresAt: new Date(Math.min(at, held.expiresAt.getTime())), version: held.version + 1, ended: true }
+                : null,
             };
           },
           claim,
@@ -266,7 +268,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
         const { run, event, extra } = await steps.step(tenant, runId, ({ run, claim, at }) => {
           const same = claim && claim.token === expired.token && claim.version === expired.version;
           if (!same || claimLiveAt(claim, at) || !stallable.has(run.status)) throw new NothingToDo();
-          const left = { ...claim, version: claim.version + 1 };
+          const left = { ...claim, version: claim.version + 1, ended: true };
           return {
             to: 'STALLED',
             type: 'run.stalled',
