@@ -43,6 +43,9 @@ export const tiers = {
     'test/streams/poller.test.ts',
     'test/schema/group-commit.test.ts',
     'test/http/limits.test.ts',
+    // Clients that read nothing, against megabytes of real answers.
+    'test/http/unread-responses.test.ts',
+    'test/http/unread-sockets.test.ts',
     'test/schema/run-state.test.ts',
     // Real time: claims and leases running out, gaps waited out.
     'test/client/streams.test.ts',

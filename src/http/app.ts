@@ -125,6 +125,7 @@ export function buildApp(deps: AppDeps): App {
       deadline.unref();
       server.once('close', () => clearTimeout(deadline));
     });
+    guarded.stop();
   };
 
   return {

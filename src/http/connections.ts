@@ -23,6 +23,11 @@ export interface ConnectionLimits {
   readonly requestTimeoutMs: number;
   /** An idle keep-alive connection is closed after this. */
   readonly keepAliveTimeoutMs: number;
+  /**
+   * An HTTP connection on which nothing moves for this long (the client takes nothing of its
+   * answer or its SSE stream, and sends nothing) is cut, and what was held for it freed.
+   */
+  readonly sendTimeoutMs: number;
   /** A WebSocket must send connection_init within this. */
   readonly connectionInitTimeoutMs: number;
   /**
@@ -66,9 +71,40 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
       else byAddress.set(address, left);
     });
   });
+  const stopWatching = cutStalledReaders(sockets, limits.sendTimeoutMs);
   return {
     /** Open sockets (to cut them at the end of a graceful stop). */
     sockets,
     openFrom: (address: string) => byAddress.get(address) ?? 0,
+    stop: stopWatching,
   };
+}
+
+/**
+ * Cuts a connection whose client has taken nothing of what waits for it for `timeoutMs`: bytes
+ * sit in the socket's buffer and none went out meanwhile. Not Node's socket timeout: yoga turns
+ * that off for every streamed answer, and it would also cut a quiet stream that holds nothing.
+ * A connection that holds nothing unsent is never cut here, however quiet.
+ */
+function cutStalledReaders(sockets: Set<Socket>, timeoutMs: number) {
+  const waiting = new WeakMap<Socket, { sent: number; since: number }>();
+  const timer = setInterval(
+    () => {
+      const now = performance.now();
+      for (const socket of sockets) {
+        if (socket.writableLength === 0) {
+          waiting.delete(socket);
+          continue;
+        }
+        // bytesWritten counts what is still buffered too: what went out is the difference.
+        const sent = socket.bytesWritten - socket.writableLength;
+        const seen = waiting.get(socket);
+        if (!seen || seen.sent !== sent) waiting.set(socket, { sent, since: now });
+        else if (now - seen.since >= timeoutMs) socket.destroy();
+      }
+    },
+    Math.max(50, Math.min(1_000, timeoutMs / 4)),
+  );
+  timer.unref();
+  return () => clearInterval(timer);
 }

@@ -8,6 +8,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import { type ExecutionArgs, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
+import type { Limits } from '../domain/limits.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
@@ -19,6 +20,7 @@ import { type CostRules, checkCost } from './cost.ts';
 import type { Mask } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
+import { keepSocketsHonest, leavesTooMuchUnread } from './socket-liveness.ts';
 import { deliverOverSocket } from './subscriptions/index.ts';
 import type { YogaServer } from './yoga.ts';
 
@@ -27,6 +29,8 @@ const MAX_ID_LENGTH = 128;
 const MAX_OPERATION_NAME_LENGTH = 256;
 /** A document that may hold a subscription (every subscription operation is spelled with this word). */
 const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
+/** Queries and mutations of one socket executing at once (over HTTP a connection runs one); one more is refused. */
+export const MAX_OPERATIONS_IN_FLIGHT = 16;
 
 export interface WebSocketDeps {
   yoga: YogaServer;
@@ -38,6 +42,7 @@ export interface WebSocketDeps {
   newConnection: NewConnection;
   connections: ConnectionLimits;
   maxBodyBytes: number;
+  limits: Limits;
   log: Logger;
   browsers: BrowserPolicy;
 }
@@ -48,6 +53,8 @@ interface SocketSession {
   slot: ConnectionSlot;
   /** Each admitted subscription's place (caps per connection and tenant), by operation id, until it ends. */
   places: Map<string, Release>;
+  /** The queries and mutations executing, by operation id (their answers are not in the send buffer yet). */
+  executing: Set<string>;
 }
 
 /**
@@ -67,6 +74,15 @@ const badRequest = (message: string) => new GraphQLError(message, { extensions: 
 export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   const { yoga, apiKeys, admission, sessions } = deps;
   const sessionsBySocket = new WeakMap<WebSocket, SocketSession>();
+  // A client may leave its send buffer's worth of frames and one whole answer unread; one that
+  // asks for more while it leaves more than that is not reading what it asks for, and is cut.
+  const maxUnsentBytes = deps.connections.sendBufferBytes + deps.limits.maxResponseBytes;
+  /** Cuts a client that is not reading what it is sent (as a peer that is gone: 1006), if it is one. */
+  const cutIfNotReading = (socket: WebSocket) => {
+    if (!leavesTooMuchUnread(socket, maxUnsentBytes)) return false;
+    socket.terminate();
+    return true;
+  };
   // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
   // its errors (a port in use), which graphql-ws then prints as its own internal error.
   const webSockets = new WebSocketServer({ noServer: true, maxPayload: deps.maxBodyBytes });
@@ -89,6 +105,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
 
   /** Gives operation `id`'s place back, once (graphql-ws may end an operation by more than one path). */
   const giveBack = (socket: WebSocket, id: string) => {
+    sessionsBySocket.get(socket)?.executing.delete(id);
     const places = sessionsBySocket.get(socket)?.places;
     const release = places?.get(id);
     if (!release) return;
@@ -111,7 +128,12 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         }
         const forget = sessions.track(principal.keyId, () => socket.close(4403, 'This API key was revoked'));
         const address = ctx.extra.request.socket.remoteAddress ?? '';
-        const session: SocketSession = { connection: deps.newConnection('ws', address), slot: admission.slot(), places: new Map() };
+        const session: SocketSession = {
+          connection: deps.newConnection('ws', address),
+          slot: admission.slot(),
+          places: new Map(),
+          executing: new Set(),
+        };
         sessionsBySocket.set(socket, session);
         socket.once('close', () => {
           connected();
@@ -130,6 +152,8 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         const release = session?.places.get(id);
         if (!session || !release || !isStream(result)) {
           giveBack(socket, id);
+          // The answer is about to be written: not to a client that has left the last ones unread.
+          cutIfNotReading(socket);
           return;
         }
         session.places.delete(id);
@@ -144,8 +168,11 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       },
       onComplete: (ctx, id) => giveBack(ctx.extra.socket, id),
       onError: (ctx, id) => giveBack(ctx.extra.socket, id),
+      // A ping is answered with its payload: not to a client that leaves its answers unread.
+      onPing: (ctx) => void cutIfNotReading(ctx.extra.socket),
       onSubscribe: async (ctx, id, payload) => {
         const socket = ctx.extra.socket;
+        if (cutIfNotReading(socket)) return [badRequest('This connection leaves what it is sent unread')];
         if (id.length > MAX_ID_LENGTH) {
           const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
           socket.close(4400, refusal);
@@ -187,6 +214,18 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           const admitted = admission.subscribe(principal.tenant, session.slot);
           if (admitted instanceof GraphQLError) return [admitted];
           session.places.set(id, admitted);
+        } else {
+          if (session.executing.size >= MAX_OPERATIONS_IN_FLIGHT) {
+            return [
+              new GraphQLError(
+                `At most ${MAX_OPERATIONS_IN_FLIGHT} queries and mutations run at once on one connection: wait for an answer`,
+                {
+                  extensions: { code: codes.limitExceeded },
+                },
+              ),
+            ];
+          }
+          session.executing.add(id);
         }
         let contextValue: Context;
         try {
@@ -208,8 +247,10 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       },
     },
     webSockets,
-    deps.connections.pingIntervalMs,
+    // No keepalive of graphql-ws's own: it takes any pong as an answer (socket-liveness.ts).
+    0,
   );
+  const stopPinging = keepSocketsHonest(webSockets, deps.connections.pingIntervalMs);
   // graphql-ws prints every socket error to the console, stack and all. A client's protocol
   // error (a message over the size limit, invalid UTF-8, a bad frame) is the client's: ws has
   // closed the socket already with the code that says so (1009, 1007, 1002), and a client
@@ -231,6 +272,9 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     closeAll() {
       for (const socket of webSockets.clients) socket.close(1012, 'The server is restarting: reconnect and resume from your last seq');
     },
-    dispose: () => graphqlWs.dispose(),
+    dispose: () => {
+      stopPinging();
+      return graphqlWs.dispose();
+    },
   };
 }

@@ -12,6 +12,7 @@ const limits = {
   sendBufferBytes: 1 << 20,
   requestTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
+  sendTimeoutMs: 30_000,
   connectionInitTimeoutMs: 3_000,
   pingIntervalMs: 12_000,
 } satisfies ConnectionLimits;

@@ -1,0 +1,81 @@
+/**
+ * An HTTP answer or SSE stream its client takes nothing of is not held for ever: once nothing
+ * has moved on the connection for RUNPLANE_SEND_TIMEOUT_SECONDS, the connection is cut and what
+ * was held for it freed. A client that takes a stream slowly, but takes it, is not cut.
+ */
+import type { Socket } from 'node:net';
+import { connect } from 'node:net';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { appendEvent, newRun } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+let api: TestServer;
+let runId: string;
+beforeAll(async () => {
+  api = await startTestServer({ RUNPLANE_SEND_TIMEOUT_SECONDS: '1', RUNPLANE_MAX_PAYLOAD_BYTES: String(256 * 1024) });
+  runId = await newRun(api);
+  // About 15 MB of events: far more than the kernel's buffers take for a client that reads nothing.
+  const text = 'x'.repeat(250_000);
+  for (let i = 0; i < 60; i++) await appendEvent(api, runId, { payload: { text } });
+});
+
+/** Sends `request` on a socket of its own that never reads. */
+async function unreadRequest(request: string) {
+  const client = connect(Number(new URL(api.url).port), '127.0.0.1');
+  await new Promise<void>((resolve) => client.once('connect', () => resolve()));
+  client.pause();
+  client.write(request);
+  return client;
+}
+
+const post = (body: string, accept = 'application/json') =>
+  `POST /graphql HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: ${accept}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+
+/** The server-side socket of the next connection accepted. */
+const nextServerSocket = () => new Promise<Socket>((resolve) => api.server.app.server.once('connection', resolve));
+
+describe('a client that takes nothing of what it asked for', () => {
+  test('of an HTTP answer: its connection is cut', async () => {
+    const accepted = nextServerSocket();
+    const query = JSON.stringify({ query: `{ run(id: "${runId}") { events(first: 60) { edges { node { payload } } } } }` });
+    const client = await unreadRequest(post(query));
+    const socket = await accepted;
+    await waitFor(() => socket.destroyed, { timeoutMs: 30_000, what: 'the connection to be cut' });
+    client.destroy();
+    expect((await api.gql(`{ run(id: "${runId}") { lastSeq } }`)).data.run.lastSeq).toBe(60);
+  }, 60_000);
+
+  test('of an SSE stream: its connection is cut', async () => {
+    const accepted = nextServerSocket();
+    const subscription = JSON.stringify({ query: `subscription { runEvents(runId: "${runId}", afterSeq: 0) { payload } }` });
+    const client = await unreadRequest(post(subscription, 'text/event-stream'));
+    const socket = await accepted;
+    await waitFor(() => socket.destroyed, { timeoutMs: 30_000, what: 'the stream to be cut' });
+    client.destroy();
+  }, 60_000);
+});
+
+test('a client that takes a stream slowly, a little at a time, gets all of it', async () => {
+  const accepted = nextServerSocket();
+  const client = connect(Number(new URL(api.url).port), '127.0.0.1');
+  let received = '';
+  let bytes = 0;
+  client.on('data', (chunk: Buffer) => {
+    received += chunk.toString();
+    const before = bytes;
+    bytes += chunk.length;
+    // A pause after every megabyte: it takes the stream in several times the send timeout.
+    if (Math.floor(before / 1_000_000) !== Math.floor(bytes / 1_000_000)) {
+      client.pause();
+      setTimeout(() => client.resume(), 250);
+    }
+  });
+  const subscription = JSON.stringify({ query: `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq payload } }` });
+  client.write(post(subscription, 'text/event-stream'));
+  const socket = await accepted;
+  await waitFor(() => received.includes('"seq":60'), { timeoutMs: 50_000, what: 'the last event' });
+  expect(received.match(/"seq":\d+/g)).toHaveLength(60);
+  expect(socket.destroyed).toBe(false);
+  client.destroy();
+}, 60_000);

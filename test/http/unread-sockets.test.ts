@@ -1,0 +1,118 @@
+/**
+ * A WebSocket client that does not read what it is sent is cut, whatever else it sends: pongs
+ * it was never asked for do not keep it, and asking for more answers while it leaves its send
+ * buffer and one answer unread gets it cut at once. Queries and mutations running at once on
+ * one socket are bounded.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Engine } from '../../src/engine/index.ts';
+import { MAX_OPERATIONS_IN_FLIGHT } from '../../src/http/websocket.ts';
+import { onlyEmbedded, ownEngine } from '../support/engine.ts';
+import { metric } from '../support/metrics.ts';
+import { errorsOf, rawSocket } from '../support/raw-ws.ts';
+import { appendEvent, newRun } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
+
+const subscriptionsOpen = (api: TestServer) => metric(api.url, 'runplane_subscriptions_open');
+const events = (runId: string) => `subscription { runEvents(runId: "${runId}") { seq } }`;
+
+describe('a client that sends pongs of its own but reads nothing', () => {
+  let api: TestServer;
+  beforeAll(async () => {
+    api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '1' });
+  });
+  afterAll(() => api.server.stop());
+
+  test('is cut (1006) once a ping of the server goes unanswered, and its subscription freed', async () => {
+    const runId = await newRun(api);
+    const staller = await rawSocket(api.url);
+    staller.subscribe('s', events(runId));
+    await waitFor(async () => (await subscriptionsOpen(api)) === 1, { what: 'the subscription' });
+    staller.pause();
+    // Unasked pongs, ten a second: graphql-ws's own keepalive took any of them as the answer.
+    const pongs = setInterval(() => staller.socket.pong(), 100);
+    try {
+      await waitFor(async () => (await subscriptionsOpen(api)) === 0, {
+        timeoutMs: 60_000,
+        what: "the staller's subscription to be freed",
+      });
+    } finally {
+      clearInterval(pongs);
+    }
+    staller.resume();
+    expect((await staller.closed).code).toBe(1006);
+  }, 90_000);
+});
+
+describe('a client asking for answers it does not read', () => {
+  let api: TestServer;
+  beforeAll(async () => {
+    // No ping would cut it in this test's time: only what it leaves unread does.
+    api = await startTestServer({
+      RUNPLANE_WS_PING_SECONDS: '3600',
+      RUNPLANE_SEND_BUFFER_BYTES: String(64 * 1024),
+      RUNPLANE_MAX_RESPONSE_BYTES: String(256 * 1024),
+    });
+  });
+  afterAll(() => api.server.stop());
+
+  test('is cut once it leaves more than its send buffer and one answer unread; others are served', async () => {
+    const runId = await newRun(api);
+    const text = 'x'.repeat(40_000);
+    for (let i = 0; i < 4; i++) await appendEvent(api, runId, { payload: { text } });
+    const staller = await rawSocket(api.url);
+    staller.subscribe('s', events(runId));
+    await waitFor(async () => (await subscriptionsOpen(api)) === 1, { what: 'the subscription' });
+    staller.pause();
+    const pongs = setInterval(() => staller.socket.pong(), 100);
+    // Each answer is about 160 KB: three hundred of them (48 MB) are far more than the kernel's buffers take.
+    const query = `{ run(id: "${runId}") { events(first: 4) { edges { node { payload } } } } }`;
+    for (let i = 0; i < 300 && staller.socket.readyState === staller.socket.OPEN; i++) {
+      staller.send({ id: `q${i}`, type: 'subscribe', payload: { query } });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    try {
+      await waitFor(async () => (await subscriptionsOpen(api)) === 0, { timeoutMs: 60_000, what: 'the staller to be cut' });
+    } finally {
+      clearInterval(pongs);
+    }
+    staller.resume();
+    expect((await staller.closed).code).toBe(1006);
+    expect((await api.gql(query)).data.run.events.edges).toHaveLength(4);
+  }, 90_000);
+});
+
+describe.skipIf(onlyEmbedded)('queries at once on one socket', () => {
+  let engine: Engine;
+  let api: TestServer;
+  beforeAll(async () => {
+    ({ engine } = await ownEngine());
+    api = await startTestServer({ endpoint: engine.endpoint });
+  });
+  afterAll(async () => {
+    await api.server.stop();
+    await engine.close();
+  });
+
+  test(`at most ${MAX_OPERATIONS_IN_FLIGHT} run at once; one more is refused with LIMIT_EXCEEDED, the rest answered`, async () => {
+    const runId = await newRun(api);
+    const socket = await rawSocket(api.url);
+    const query = `{ run(id: "${runId}") { id } }`;
+    const count = MAX_OPERATIONS_IN_FLIGHT + 4;
+    {
+      // Every read of the run takes a while: all of them are in flight together.
+      using _ = engine.faults.inject({ operations: ['Query'], latencyMs: 1_500 });
+      for (let i = 0; i < count; i++) socket.send({ id: `q${i}`, type: 'subscribe', payload: { query } });
+      await socket.until((frames) => frames.filter((f) => f.type === 'complete' || f.type === 'error').length === count, 'every answer');
+    }
+    const refused = Array.from({ length: count }, (_, i) => errorsOf(socket.frames, `q${i}`)).filter(Boolean);
+    expect(refused).toHaveLength(count - MAX_OPERATIONS_IN_FLIGHT);
+    expect(refused[0]?.[0]?.extensions?.code).toBe('LIMIT_EXCEEDED');
+    expect(socket.frames.filter((f) => f.type === 'next')).toHaveLength(MAX_OPERATIONS_IN_FLIGHT);
+    // Once answered, the socket runs as many again.
+    socket.send({ id: 'after', type: 'subscribe', payload: { query } });
+    await socket.until((frames) => frames.some((f) => f.type === 'next' && f.id === 'after'), 'the next answer');
+    socket.close();
+  }, 60_000);
+});
