@@ -69,6 +69,27 @@ interface EnvelopedRoot {
 const isStream = (result: unknown): result is AsyncIterable<ExecutionResult> =>
   typeof result === 'object' && result !== null && Symbol.asyncIterator in result;
 
+/** An error without the HTTP status yoga keeps in its extensions (a WebSocket answer has none). */
+function withoutHttp(error: GraphQLError) {
+  if (!error.extensions || !('http' in error.extensions)) return error;
+  const { http: _, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions,
+  });
+}
+
+/** A query's or mutation's answer with its errors as HTTP's body and subscription frames have them. */
+const withoutHttpStatus = <R>(result: R): R | undefined => {
+  const errors = (result as ExecutionResult | undefined)?.errors;
+  if (isStream(result) || !errors?.some((e) => e instanceof GraphQLError && e.extensions && 'http' in e.extensions)) return undefined;
+  return { ...(result as ExecutionResult), errors: errors.map((e) => (e instanceof GraphQLError ? withoutHttp(e) : e)) } as R;
+};
+
 const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
 
 export function attachWebSockets(server: Server, deps: WebSocketDeps) {
@@ -153,8 +174,8 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         if (!session || !release || !isStream(result)) {
           giveBack(socket, id);
           // The answer is about to be written: not to a client that has left the last ones unread.
-          cutIfNotReading(socket);
-          return;
+          if (cutIfNotReading(socket)) return;
+          return withoutHttpStatus(result);
         }
         session.places.delete(id);
         return deliverOverSocket(result, {

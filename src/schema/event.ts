@@ -6,6 +6,7 @@ import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id, payload, positive } from './inputs.ts';
+import { jsonOut } from './scalars.ts';
 
 const SeqRangeRef = builder.objectRef<SeqRange>('SeqRange').implement({
   description: 'Seqs from `from` to `to`, both included.',
@@ -22,7 +23,7 @@ export const EventRef = builder.objectRef<DeliveredEvent>('Event').implement({
     runId: t.exposeID('runId'),
     seq: t.exposeInt('seq'),
     type: t.exposeString('type'),
-    payload: t.expose('payload', { type: 'JSON', nullable: true }),
+    payload: t.field({ type: 'JSON', nullable: true, resolve: (event) => jsonOut(event.payload) }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     missingBefore: t.field({
       type: [SeqRangeRef],

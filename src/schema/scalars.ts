@@ -26,6 +26,9 @@ function jsonLiteral(node: ValueNode, variables: Record<string, unknown> | null 
       return object;
     }
     case Kind.VARIABLE: {
+      // Validation reads a literal before any variable has a value: whether it was given is
+      // known once the operation runs (then a missing one is refused, below).
+      if (variables === undefined) return null;
       const value = variables?.[node.name.value];
       if (value === undefined) throw new GraphQLError(`JSON: variable $${node.name.value} is not given`, { nodes: node });
       return value;
@@ -34,6 +37,22 @@ function jsonLiteral(node: ValueNode, variables: Record<string, unknown> | null 
       throw new GraphQLError(`JSON: ${print(node)} is not a JSON value (quote it to send a string)`, { nodes: node });
   }
 }
+
+/**
+ * A JSON value on its way out, boxed: the executors take any value with a `then` for a promise
+ * (a resolver's answer and a field's serialized value alike), so a payload `{ "if": ...,
+ * "then": ... }` handed on as it is would fail the field. The box is what the result holds; it
+ * is written as the value it holds (JSON.stringify calls toJSON).
+ */
+class JsonOut {
+  constructor(readonly value: unknown) {}
+  toJSON() {
+    return this.value;
+  }
+}
+
+/** What a resolver of a JSON field returns for `value` (boxed only when it looks like a promise). */
+export const jsonOut = (value: unknown) => (value !== null && typeof value === 'object' && 'then' in value ? new JsonOut(value) : value);
 
 builder.scalarType('JSON', {
   description: 'Any JSON value: an object, a list, a string, a number, true, false or null.',

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import { ConfigError, loadConfig } from '../../src/config.ts';
+import { rawSocket } from '../support/raw-ws.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { subscribeSse, subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
@@ -91,6 +92,17 @@ describe('read-only keys', () => {
     const sub = subscribeWs(ws, 'mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }', {}, 'createRun');
     await expect(sub.until(1)).rejects.toThrow(/read-only/);
     await ws.dispose();
+    // Its error as over HTTP's body: the code, not the HTTP status yoga keeps for itself.
+    const raw = await rawSocket(api.url, { connectionParams: { authorization: `Bearer ${READER}` } });
+    raw.send({
+      id: 'm',
+      type: 'subscribe',
+      payload: { query: 'mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }' },
+    });
+    await raw.until((frames) => frames.some((f) => f.id === 'm' && f.type !== 'unknown'), 'the answer');
+    const answer = raw.frames.find((f) => f.id === 'm')?.message as { payload: { errors: { extensions: Record<string, unknown> }[] } };
+    expect(answer.payload.errors[0]?.extensions).toEqual({ code: 'FORBIDDEN' });
+    raw.close();
   });
 });
 
