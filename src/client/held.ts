@@ -145,9 +145,16 @@ export function holdRenewed({ ttlSeconds, signal, renew, expired, watch }: HoldO
     get lost() {
       return lost;
     },
-    /** It ended on the server (cancelled, taken over): nothing to release. */
+    /** It ended on the server (cancelled, taken over, finished): nothing to release. */
     get ended() {
       return ended;
+    },
+    /** The holder ended it itself (its run finished): renewals stop, nothing is lost, nothing is left to release. */
+    finished() {
+      if (lost) return;
+      ended = true;
+      stopping.abort();
+      clearTimeout(expiry);
     },
     async stop() {
       stopping.abort();

@@ -65,16 +65,29 @@ export async function withRun<T>(
 ): Promise<T> {
   const { mutations } = deps;
   const { claim, sentAt } = await take(mutations, options);
-  const held = hold(deps, options, claim, sentAt);
+  /** Set while the function's own transition to a finished status is on its way: the claim ends with it, and that is no loss. */
+  const finishing = { now: false };
+  const held = hold(deps, options, claim, sentAt, finishing);
   const token = claim.token;
   const runId = options.runId;
+  const transition: ClaimedRun['transition'] = async (input, call) => {
+    const finishes = FINISHED.has(input.to);
+    if (finishes) finishing.now = true;
+    try {
+      const answer = await mutations.transitionRun({ ...input, runId, fencingToken: token }, call);
+      if (answer.__typename === 'Run' && FINISHED.has(answer.status)) held.finished();
+      return answer;
+    } finally {
+      if (finishes) finishing.now = false;
+    }
+  };
   const run: ClaimedRun = {
     id: runId,
     claim,
     append: (input, call) => mutations.appendEvent({ ...input, runId, fencingToken: token }, call),
     charge: (amount, { idempotencyKey, ...call } = {}) =>
       mutations.chargeBudget({ runId, amount, fencingToken: token, idempotencyKey }, call),
-    transition: (input, call) => mutations.transitionRun({ ...input, runId, fencingToken: token }, call),
+    transition,
     output: (stream, writerOptions) => deps.output(runId, stream, { ...writerOptions, fencingToken: token }),
     requestApproval: (request, { idempotencyKey, ...call } = {}) =>
       mutations.requestApproval({ runId, request, fencingToken: token, idempotencyKey }, call),
@@ -82,7 +95,7 @@ export async function withRun<T>(
   return whileHeld(
     held,
     () => fn(run, held.signal),
-    // A claim that ended on the server (cancelled, taken over) has nothing to release.
+    // A claim that ended on the server (cancelled, taken over, its run finished) has nothing to release.
     async () => held.ended || mutations.releaseRunClaim({ runId, holder: options.holder, token }, { retry: { maxAttempts: 3 } }),
   );
 }
@@ -108,8 +121,17 @@ async function take(mutations: Mutations, { runId, holder, ttlSeconds, waitMs, s
   );
 }
 
+/** The statuses a run finishes in: its claim ends with it. */
+const FINISHED = new Set<string>(['COMPLETED', 'FAILED', 'CANCELLED']);
+
 /** Keeps the claim: renewals in the background, the run's changes watched, and the signal that says it is over. */
-function hold(deps: RunClaimDeps, { runId, holder, ttlSeconds, signal }: RunClaimOptions, claim: RunClaimState, claimedSentAt: number) {
+function hold(
+  deps: RunClaimDeps,
+  { runId, holder, ttlSeconds, signal }: RunClaimOptions,
+  claim: RunClaimState,
+  claimedSentAt: number,
+  finishing: { now: boolean },
+) {
   const claimLost = (message: string, details: Record<string, unknown> = {}) =>
     new RunplaneError(clientCodes.claimLost, message, { retryable: false, details: { runId, ...details } });
   return holdRenewed(
@@ -119,6 +141,8 @@ function hold(deps: RunClaimDeps, { runId, holder, ttlSeconds, signal }: RunClai
       async renew(call) {
         const answer = await deps.mutations.renewRunClaim({ runId, holder, token: claim.token, ttlSeconds }, call);
         if (answer.__typename === 'RunClaim') return undefined;
+        // Ended by the function's own transition, whose answer is still on its way: not a loss.
+        if (finishing.now) return undefined;
         return { error: claimLost(answer.message, { holder: answer.currentHolder, token: answer.currentToken }), ended: true };
       },
       expired: () => claimLost(`the claim on run ${runId} could not be renewed before it ran out`),
@@ -126,6 +150,8 @@ function hold(deps: RunClaimDeps, { runId, holder, ttlSeconds, signal }: RunClai
       async watch(lose, stopping) {
         try {
           for await (const state of deps.runChanged(runId, { signal: stopping })) {
+            // The function's own transition to a finished status, seen before its answer came.
+            if (finishing.now && FINISHED.has(state.status)) continue;
             if (state.status === 'CANCELLED') {
               const error = new RunplaneError(clientCodes.runCancelled, `run ${runId} was cancelled`, {
                 retryable: false,

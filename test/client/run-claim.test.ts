@@ -45,6 +45,20 @@ describe.each(['ws', 'sse'] as const)('over %s', (transport) => {
     expect(data.run).toEqual({ status: 'CANCELLED', lastSeq: 2 });
   });
 
+  test('a function that finishes its run itself and works on past the claim`s TTL is not told it lost the claim', async () => {
+    const runId = await newRun(api, { key: WORKER });
+    const { client: worker } = testClient(api.url, { apiKey: WORKER, transport });
+    const result = await worker.withRun({ runId, holder: 'w1', ttlSeconds: 1 }, async (run, signal) => {
+      expect(await run.transition({ from: 'RUNNING', to: 'COMPLETED' })).toMatchObject({ __typename: 'Run', status: 'COMPLETED' });
+      // Work after the run's end (a summary, a cleanup), longer than the claim would have lasted.
+      const completedAt = Date.now();
+      await waitFor(() => Date.now() - completedAt > 1_500, { what: 'the work after the run finished' });
+      expect(signal.aborted).toBe(false);
+      return 'summarised';
+    });
+    expect(result).toBe('summarised');
+  });
+
   test('a claim that cannot be renewed aborts the signal before it runs out; a takeover then refuses the first worker`s writes', async () => {
     const runId = await newRun(api, { key: WORKER });
     // This worker's renewals never get through (a network that drops them): its claim runs out.
