@@ -82,8 +82,10 @@ export function createIdempotency(deps: StoreDeps, ttlSeconds: number) {
         const known = await steps.perform(() => claimItem(idem, hash, undefined));
         return known !== undefined ? known : await keep(await steps.readResult());
       } catch (err) {
-        if (!(err instanceof ClaimTaken)) throw err;
-        // A concurrent twin claimed the key first: take its result.
+        // A concurrent twin claimed the key first: take its result. A refusal may also be the
+        // twin's doing (it moved the run before this request read it), and a failure may have
+        // come after the write landed (its answer lost): if the key holds a record, it answers.
+        if (!(err instanceof ClaimTaken) && !(await lookup(idem).catch(() => undefined))) throw err;
       }
     }
   }

@@ -269,6 +269,27 @@ describe('cancelRun', () => {
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   });
 
+  test('racing a claim, run.cancelled names the claim it ended whenever the claim got in first', async () => {
+    const races = await Promise.all(
+      Array.from({ length: 30 }, async () => {
+        const runId = await newRun(api, as);
+        const [claimed, cancelled] = await Promise.all([claim(runId, 'racer'), cancel(runId, 'race')]);
+        return { runId, claimed, cancelled };
+      }),
+    );
+    let both = 0;
+    for (const { runId, claimed, cancelled } of races) {
+      if (claimed.__typename !== 'RunClaim' || cancelled.__typename !== 'Run') continue;
+      both++;
+      // The claim checked the run was unfinished, so it came first: the cancel ended it.
+      const recorded = (await eventsOf(runId)).find((e) => e.type === 'run.cancelled');
+      expect(recorded?.payload.holder, runId).toEqual({ holder: 'racer', token: claimed.token });
+    }
+    expect(races.filter((r) => r.cancelled.__typename === 'Run')).toHaveLength(30);
+    // The race was run: some claims got in first.
+    expect(both).toBeGreaterThan(0);
+  });
+
   test('with an idempotency key a retry is answered alike and nothing is written twice; a finished run is refused', async () => {
     const runId = await newRun(api, as);
     const key = uniqueName('cancel');

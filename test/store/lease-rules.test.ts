@@ -209,6 +209,7 @@ describe('what each path costs', () => {
 
     expect(await sentDuring(() => send('k', unitId, { acquire: 30 }, idem('k1')))).toEqual([get, get, 'TransactWriteItemsCommand']);
     expect(await sentDuring(() => send('k', unitId, { acquire: 30 }, idem('k1')))).toEqual([get]);
-    expect(await sentDuring(() => answer(send('k', unitId, { release: true, token: 1 }, idem('k2'))))).toEqual([get, get]);
+    // A refusal with a key looks at the key once more: a twin may have made it (and then its result holds).
+    expect(await sentDuring(() => answer(send('k', unitId, { release: true, token: 1 }, idem('k2'))))).toEqual([get, get, get]);
   });
 });

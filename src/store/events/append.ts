@@ -15,6 +15,7 @@ import { THROTTLE_RETRY, throttleDelay, wasRetriedOut } from '../throttles.ts';
 import type { TransactItem } from '../write.ts';
 import { createGroupCommit, type Waiting } from './group-commit.ts';
 import type { Positions } from './position.ts';
+import type { RunGates } from './run-gate.ts';
 import { type AppendCounters, type EventWriteOptions, MAX_APPEND_ATTEMPTS, putEvents } from './writes.ts';
 
 export interface AppendEvent {
@@ -36,10 +37,13 @@ export type EventClaim = (event: RunEvent) => TransactItem;
 /** What an append is before it has a seq. */
 type Unplaced = Pick<RunEvent, 'type' | 'payload' | 'createdAt'>;
 
+/** A run's key among the run gates. */
+export const runKey = (tenant: string, runId: string) => `${tenant}\u0000${runId}`;
+
 /** Room in an item beside the payload's JSON (keys, type, timestamps), for sizing a batch. */
 const ITEM_OVERHEAD_BYTES = 512;
 
-export function createAppends(deps: StoreDeps, positions: Positions, counters: AppendCounters) {
+export function createAppends(deps: StoreDeps, positions: Positions, counters: AppendCounters, gates: RunGates) {
   const placed = (runId: string, appends: readonly Unplaced[], first: number): RunEvent[] =>
     appends.map(({ type, payload, createdAt }, i) => ({ runId, seq: first + i, type, payload, createdAt }));
 
@@ -103,8 +107,11 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
     // One try per batch: a throttle comes back at once, for the queue to shrink its batch and
     // wait. A batch of one is a lone put, resent as it is (its write id recognises it) with the
     // usual tries; a throttle that outlived them is not sent again.
+    // Alongside the run's other batches; never while a server step has the run (run-gate.ts).
     commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) =>
-      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
+      gates.batch(runKey(tenant, runId), () =>
+        atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
+      ),
     // Sent again as a new batch (new seqs may be chosen): only when it surely was not applied.
     throttled: (err) => isUnappliedThrottle(err) && !wasRetriedOut(err),
     throttleAttempts: (deps.throttleRetry ?? THROTTLE_RETRY).attempts,

@@ -6,9 +6,10 @@ import type { RunEvent } from '../../domain/run.ts';
 import { stored } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
-import { type AppendEvent, createAppends, type EventClaim } from './append.ts';
+import { type AppendEvent, createAppends, type EventClaim, runKey } from './append.ts';
 import { type EventPageQuery, pageEvents } from './page.ts';
 import { createPositions } from './position.ts';
+import { createRunGates } from './run-gate.ts';
 import type { AppendCounters } from './writes.ts';
 
 export type { AppendEvent } from './append.ts';
@@ -17,7 +18,8 @@ export type { EventPageQuery } from './page.ts';
 export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
   const counters: AppendCounters = { appends: 0, conflicts: 0, batches: 0 };
   const positions = createPositions(deps);
-  const appends = createAppends(deps, positions, counters);
+  const gates = createRunGates();
+  const appends = createAppends(deps, positions, counters, gates);
   const grouped = deps.groupCommit !== false;
 
   async function appendOnce(input: AppendEvent, claim?: EventClaim) {
@@ -33,6 +35,11 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
     counters,
     /** The run's highest seq (0 for none), strongly consistent. */
     lastSeq: positions.lastSeq,
+    /**
+     * Runs a server step on the run with the run to itself in this process: the batches of
+     * appends being written land first, and new ones wait until it is done (run-gate.ts).
+     */
+    alone: <T>(tenant: string, runId: string, step: () => Promise<T>) => gates.step(runKey(tenant, runId), step),
     /**
      * Whether the run exists: read strongly consistent, then trusted for a minute (a run is
      * deleted only by its TTL, long after it finished).

@@ -119,29 +119,39 @@ export function fence(tableName: string, tenant: string, runId: string, token: n
 
 /**
  * Ends the run's claim at `at` (a cancelled or finished run has no holder): it is marked ended
- * (no write fenced by its token lands after), it leaves the stall index, the token is kept, and with `expires` the row expires with its run. Fenced by `token`
- * when given (the finishing write is the holder's own), else unconditional: it creates a bare,
- * holderless row on a run nobody ever claimed.
+ * (no write fenced by its token lands after), it leaves the stall index, the token is kept,
+ * and with `expires` the row expires with its run. Fenced by `token` when given (the finishing
+ * write is the holder's own); else, with `seen`, only while the claim is still the one read
+ * (null: none), so that what the step records of it is true; else unconditional. On a run
+ * nobody ever claimed it creates a bare, holderless row.
  */
 export function claimEnd(
   tableName: string,
   tenant: string,
   runId: string,
   at: number,
-  { token, expires }: { token?: number; expires?: number } = {},
+  { token, expires, seen }: { token?: number; expires?: number; seen?: RunClaim | null } = {},
 ): Write {
   const guard = token === undefined ? undefined : fenced(token, at);
+  const still: { condition: string; names: Record<string, string>; values: Record<string, unknown> } | undefined =
+    seen === undefined
+      ? undefined
+      : seen === null
+        ? { condition: 'attribute_not_exists(#holder)', names: { '#holder': names['#holder'] }, values: {} }
+        : { condition: '#version = :seenVersion', names: {}, values: { ':seenVersion': seen.version } };
+  const condition = [guard?.condition, still?.condition].filter(Boolean).join(' AND ');
   return {
     Update: {
       TableName: tableName,
       Key: keys.claim(tenant, runId),
       UpdateExpression: `SET #claimUntil = :endAt, #claimEnded = :ended${expires !== undefined ? ', #ttl = :expires' : ''} ADD #version :one REMOVE gsi1pk, gsi1sk`,
-      ...(guard ? { ConditionExpression: guard.condition } : {}),
+      ...(condition ? { ConditionExpression: condition } : {}),
       ExpressionAttributeNames: {
         '#claimUntil': names['#claimUntil'],
         '#version': names['#version'],
         '#claimEnded': names['#claimEnded'],
         ...(guard?.names ?? {}),
+        ...(still?.names ?? {}),
         ...(expires !== undefined ? { '#ttl': attr.ttl } : {}),
       },
       ExpressionAttributeValues: {
@@ -149,6 +159,7 @@ export function claimEnd(
         ':ended': true,
         ':one': 1,
         ...(guard?.values ?? {}),
+        ...(still?.values ?? {}),
         ...(expires !== undefined ? { ':expires': expires } : {}),
       },
     },

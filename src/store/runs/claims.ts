@@ -185,7 +185,8 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
                 from: run.status,
                 holder: live ? { holder: live.holder, token: live.token } : null,
               },
-              also: (expires) => [claimEnd(tableName, input.tenant, input.runId, at, { expires })],
+              // Only while the claim is the one read: a claim taken meanwhile is decided on again (and recorded).
+              also: (expires) => [claimEnd(tableName, input.tenant, input.runId, at, { expires, seen: held })],
               extra: held
                 ? { ...held, expiresAt: new Date(Math.min(at, held.expiresAt.getTime())), version: held.version + 1, ended: true }
                 : null,

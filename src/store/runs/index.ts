@@ -26,6 +26,8 @@ export interface EventLayout {
   knownShards: (tenant: string, runId: string) => number | undefined;
   /** Remembers the shard count of a run just read, which exists. */
   rememberShards: (tenant: string, runId: string, shards: number) => void;
+  /** Runs a server step with the run to itself among this process's appends. */
+  alone: <T>(tenant: string, runId: string, step: () => Promise<T>) => Promise<T>;
 }
 
 export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout: EventLayout) {
@@ -34,7 +36,7 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout
   const expiry = createEventExpiry(deps, layout);
   const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
     transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
-  const steps = createSteps(deps, reads, lastSeq, expiry.start);
+  const steps = createSteps(deps, reads, lastSeq, expiry.start, layout.alone);
   const approvals = createApprovals(deps, { idempotency, steps });
   const claims = createClaims(deps, { idempotency, steps });
 

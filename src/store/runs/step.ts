@@ -57,6 +57,7 @@ export function createSteps(
   reads: RunReads,
   lastSeq: (tenant: string, runId: string, shards: number) => Promise<number>,
   onFinished: (tenant: string, runId: string, expires: number) => void,
+  alone: <T>(tenant: string, runId: string, step: () => Promise<T>) => Promise<T> = (_tenant, _runId, step) => step(),
 ) {
   const { doc, tableName, now, retention } = deps;
 
@@ -74,6 +75,47 @@ export function createSteps(
     return meta ? { meta, claim: toClaim(Items.find((item) => item.sk === RUN_CLAIM_SK)) } : undefined;
   }
 
+  /** One try of a step: its result, or undefined when the run moved or the seq was taken since the read. */
+  async function once<Extra>(
+    tenant: string,
+    runId: string,
+    decide: (head: RunHead) => StepPlan<Extra>,
+    claim?: (result: StepResult<Extra>) => TransactItem,
+  ): Promise<StepResult<Extra> | undefined> {
+    const found = await head(tenant, runId);
+    if (!found) throw new RunNotFound(runId);
+    const current = toRun(found.meta);
+    const at = now();
+    const plan = decide({ run: current, claim: found.claim, at: at.getTime() });
+    const shards = current.eventShards;
+    const seq = (await lastSeq(tenant, runId, shards)) + 1;
+    const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at };
+    const run: Run = { ...current, status: plan.to, version: current.version + 1, updatedAt: at };
+    const expires = isTerminal(plan.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
+    const writeId = randomUUID();
+    const transition = { tenant, runId, from: current.status, to: plan.to, expectedVersion: current.version };
+    const own: Write[] = [
+      // Still where it was, at the version read: the step was decided on the run as it is.
+      metaUpdate(tableName, transition, at, writeId, expires),
+      // The seq is free: the step's event takes the next place in the timeline.
+      { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId, shards), ConditionExpression: conditions.absent } },
+      ...(expires !== undefined ? [budgetExpiry(tableName, transition, expires)] : []),
+    ];
+    const writes = [...own, ...(plan.also?.(expires) ?? [])];
+    const result = { run, event, extra: plan.extra as Extra };
+    try {
+      await write(deps, writes, claim?.(result), { operation: 'step' });
+      if (expires !== undefined) onFinished(tenant, runId, expires);
+      return result;
+    } catch (err) {
+      // The run changed or the seq was taken since the read: decide again on what is there now.
+      if (!(err instanceof ConditionFailed)) throw err;
+      const refused = err.index >= own.length ? plan.refusal?.(err.index - own.length, err.item) : undefined;
+      if (refused) throw refused;
+      return undefined;
+    }
+  }
+
   /**
    * Decides the step on the run as it is (`decide` throws the refusal), and writes it if the run
    * is still so. @throws RunNotFound, whatever `decide` throws, Contention
@@ -85,37 +127,10 @@ export function createSteps(
     claim?: (result: StepResult<Extra>) => TransactItem,
   ): Promise<StepResult<Extra>> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const found = await head(tenant, runId);
-      if (!found) throw new RunNotFound(runId);
-      const current = toRun(found.meta);
-      const at = now();
-      const plan = decide({ run: current, claim: found.claim, at: at.getTime() });
-      const shards = current.eventShards;
-      const seq = (await lastSeq(tenant, runId, shards)) + 1;
-      const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at };
-      const run: Run = { ...current, status: plan.to, version: current.version + 1, updatedAt: at };
-      const expires = isTerminal(plan.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
-      const writeId = randomUUID();
-      const transition = { tenant, runId, from: current.status, to: plan.to, expectedVersion: current.version };
-      const own: Write[] = [
-        // Still where it was, at the version read: the step was decided on the run as it is.
-        metaUpdate(tableName, transition, at, writeId, expires),
-        // The seq is free: the step's event takes the next place in the timeline.
-        { Put: { TableName: tableName, Item: eventItem(tenant, event, writeId, shards), ConditionExpression: conditions.absent } },
-        ...(expires !== undefined ? [budgetExpiry(tableName, transition, expires)] : []),
-      ];
-      const writes = [...own, ...(plan.also?.(expires) ?? [])];
-      const result = { run, event, extra: plan.extra as Extra };
-      try {
-        await write(deps, writes, claim?.(result), { operation: 'step' });
-        if (expires !== undefined) onFinished(tenant, runId, expires);
-        return result;
-      } catch (err) {
-        // The run changed or the seq was taken since the read: decide again on what is there now.
-        if (!(err instanceof ConditionFailed)) throw err;
-        const refused = err.index >= own.length ? plan.refusal?.(err.index - own.length, err.item) : undefined;
-        if (refused) throw refused;
-      }
+      // Read, decided and written with the run to itself among this process's appends: a batch
+      // landing between the read of the last seq and the write would take the step's seq.
+      const result = await alone(tenant, runId, () => once(tenant, runId, decide, claim));
+      if (result) return result;
     }
     throw new Contention(`run ${runId} kept changing under this change; retry`);
   }
