@@ -9,7 +9,7 @@
  * awaiting approval leaves the index until the run is approved (which lists it again).
  */
 import { heldByOther } from '../domain/lease.ts';
-import { isTerminal, type RunStatus, stallable } from '../domain/run.ts';
+import { isTerminal, type RunClaim, type RunStatus, stallable } from '../domain/run.ts';
 import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RunStore } from '../store/index.ts';
@@ -17,6 +17,8 @@ import type { ShardLease, ShardLeases } from '../store/leases/shards.ts';
 
 /** The watcher's lease row (`_sys#unit#stall-watcher`). */
 const WATCHER_UNIT = 'stall-watcher';
+/** Runs a round looks at once. */
+export const CONCURRENT_RUNS = 16;
 /** Expired claims looked at per index shard and round. */
 const PER_ROUND = 100;
 
@@ -71,31 +73,42 @@ export class StallWatcher {
     return this.lease !== null;
   }
 
-  /** One look at the claims that ran out. */
+  /**
+   * One look at the claims that ran out, CONCURRENT_RUNS runs at a time: claims that ran out
+   * together (a worker holding many runs dies) are found in a few steps' time, not one after another.
+   */
   async round() {
     const { runs } = this.options;
     this.counts.rounds++;
     const now = (this.options.now ?? Date.now)();
-    for (const { tenant, runId, claim } of await runs.expiredClaims(now, this.options.perRound ?? PER_ROUND)) {
-      if (this.stopping.signal.aborted) return;
-      try {
-        const head = await runs.head(tenant, runId);
-        // A finished (or vanished) run's claim has nothing more to say: out of the index.
-        const status = head?.meta.status as RunStatus | undefined;
-        if (!status || isTerminal(status)) {
-          await runs.unlistClaim(tenant, runId, claim);
-          continue;
-        }
-        // Awaiting approval, it cannot stall now (an approval lists the claim again). Left in the
-        // index, such claims, oldest of all, would fill every round's page ahead of newer ones.
-        if (!stallable.has(status)) {
-          await runs.unlistClaimWhile(tenant, runId, claim, status);
-          continue;
-        }
-        if (await runs.stall(tenant, runId, claim)) this.counts.stalled++;
-      } catch (err) {
-        this.options.log.warn(`stall watcher: run ${runId} not looked at (${err instanceof Error ? err.message : String(err)})`);
+    const expired = await runs.expiredClaims(now, this.options.perRound ?? PER_ROUND);
+    let next = 0;
+    const lookingAt = async () => {
+      for (let item = expired[next++]; item && !this.stopping.signal.aborted; item = expired[next++]) await this.lookAt(item);
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENT_RUNS, expired.length) }, lookingAt));
+  }
+
+  /** What an expired claim's run needs: its claim out of the index, or the run STALLED. */
+  private async lookAt({ tenant, runId, claim }: { tenant: string; runId: string; claim: RunClaim }) {
+    const { runs } = this.options;
+    try {
+      const head = await runs.head(tenant, runId);
+      // A finished (or vanished) run's claim has nothing more to say: out of the index.
+      const status = head?.meta.status as RunStatus | undefined;
+      if (!status || isTerminal(status)) {
+        await runs.unlistClaim(tenant, runId, claim);
+        return;
       }
+      // Awaiting approval, it cannot stall now (an approval lists the claim again). Left in the
+      // index, such claims, oldest of all, would fill every round's page ahead of newer ones.
+      if (!stallable.has(status)) {
+        await runs.unlistClaimWhile(tenant, runId, claim, status);
+        return;
+      }
+      if (await runs.stall(tenant, runId, claim)) this.counts.stalled++;
+    } catch (err) {
+      this.options.log.warn(`stall watcher: run ${runId} not looked at (${err instanceof Error ? err.message : String(err)})`);
     }
   }
 

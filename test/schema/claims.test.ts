@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { ShardLeases } from '../../src/store/leases/shards.ts';
-import { StallWatcher } from '../../src/streams/stall-watcher.ts';
+import { CONCURRENT_RUNS, StallWatcher } from '../../src/streams/stall-watcher.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { metric } from '../support/metrics.ts';
@@ -448,6 +448,40 @@ describe('stalled runs, with a watcher that looks when told', () => {
     const live = (await gql(CLAIM, { runId: cancelled, holder: 'w', ttlSeconds: 60 })).data.claimRun;
     await gql('mutation($input: CancelRunInput!) { cancelRun(input: $input) { __typename } }', { runId: cancelled, reason: 'stop' });
     expect(await releaseOn(cancelled, 'w', live.token)).toEqual({ __typename: 'ClaimLost' });
+  });
+
+  test(`claims that ran out together are looked at ${CONCURRENT_RUNS} runs at a time, every one stalled in one round`, async () => {
+    const runs = quiet.server.stores.runs;
+    let inFlight = 0;
+    let most = 0;
+    // The real store, its stall step counted on the way.
+    const counted = Object.create(runs, {
+      stall: {
+        value: async (...args: Parameters<typeof runs.stall>) => {
+          most = Math.max(most, ++inFlight);
+          try {
+            return await runs.stall(...args);
+          } finally {
+            inFlight--;
+          }
+        },
+      },
+    }) as typeof runs;
+    const many = new StallWatcher({
+      runs: counted,
+      leases: {} as ShardLeases,
+      owner: 'test',
+      intervalMs: 3_600_000,
+      log: { info: () => undefined, warn: () => undefined, error: () => undefined } as never,
+    });
+    const ids = await Promise.all(Array.from({ length: 40 }, () => newRun(quiet, as)));
+    const claims = await Promise.all(ids.map(async (runId) => (await gql(CLAIM, { runId, holder: 'crowd', ttlSeconds: 1 })).data.claimRun));
+    const lastEnd = Math.max(...claims.map((c) => Date.parse(c.expiresAt)));
+    await waitFor(async () => Date.now() > lastEnd, { what: 'the claims to run out' });
+    await many.round();
+    expect(await Promise.all(ids.map(statusOf))).toEqual(ids.map(() => 'STALLED'));
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(CONCURRENT_RUNS);
   });
 });
 
