@@ -6,8 +6,11 @@ export function idempotencyOf<T extends { idempotencyKey?: string | null }>(
   operation: string,
   input: T,
 ): IdempotencyKey | undefined {
-  const { idempotencyKey, ...request } = input;
-  return idempotencyKey ? { tenant, key: idempotencyKey, operation, request } : undefined;
+  const { idempotencyKey, ...fields } = input;
+  if (!idempotencyKey) return undefined;
+  // A field sent as null and one left out mean the same to every mutation: the same request.
+  const request = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== null));
+  return { tenant, key: idempotencyKey, operation, request };
 }
 
 export const idempotencyKeyDescription =

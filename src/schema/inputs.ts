@@ -32,7 +32,14 @@ export const text = (max: number, { multiline = false } = {}) =>
       (s) => !(multiline ? CONTROL : CONTROL_OR_BREAK).test(s),
       multiline ? 'must not contain control characters' : 'must be one line without control characters',
     );
-export const owner = text(MAX_OWNER_LENGTH).refine((s) => s.trim() !== '', 'must not be only spaces');
+/** Nothing a person could read: spaces, and characters that show as nothing (zero-width, byte order marks). */
+const INVISIBLE_ONLY = /^[\s\p{Zs}\p{Cf}]*$/u;
+/** Half of a surrogate pair without its other half: no UTF-8 for it (a store would keep U+FFFD instead). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** A name that says who (a worker, a lease owner, an approver): readable, and text that survives UTF-8. */
+export const owner = text(MAX_OWNER_LENGTH)
+  .refine((s) => !INVISIBLE_ONLY.test(s), 'must not be only spaces or invisible characters')
+  .refine((s) => !LONE_SURROGATE.test(s), 'must be well-formed Unicode (no lone surrogate)');
 export const payload = z
   .unknown()
   .refine((value) => !nestsDeeperThan(value, MAX_PAYLOAD_DEPTH), `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`)

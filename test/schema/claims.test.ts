@@ -104,6 +104,19 @@ describe('claims', () => {
     expect(await release(runId, 'a', tokens[1] as number)).toMatchObject({ __typename: 'ClaimLost', currentHolder: 'c' });
   });
 
+  test('one holder claiming a run sixty times at once is never told the run is held by itself', async () => {
+    const runId = await newRun(api, as);
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, () => api.gql(CLAIM, { input: { runId, holder: 'same', ttlSeconds: 30 } }, as)),
+    );
+    const claims = answers.map((a) => a.data?.claimRun).filter((c) => c?.__typename === 'RunClaim');
+    const others = answers.filter((a) => a.data?.claimRun?.__typename !== 'RunClaim');
+    // Each claim a new token; those that lost every race are told to retry, not refused.
+    expect(new Set(claims.map((c) => c.token)).size).toBe(claims.length);
+    expect(claims.length).toBeGreaterThan(0);
+    for (const other of others) expect(other.errors?.[0]?.extensions).toMatchObject({ code: 'CONTENTION', retryable: true });
+  });
+
   test('claimRun with an idempotency key answers a retry with the first claim', async () => {
     const runId = await newRun(api, as);
     const key = uniqueName('claim');
@@ -125,6 +138,11 @@ describe('refusals say what was wrong', () => {
     const runId = await newRun(api, as);
     const blank = await api.gql(CLAIM, { input: { runId, holder: '   ', ttlSeconds: 30 } }, as);
     expect(JSON.stringify(blank)).toMatch(/holder.*must not be only spaces/);
+    // Nothing readable either: a zero-width space, a byte order mark; nor half a surrogate pair.
+    for (const holder of ['\u200b', '\ufeff \u200b', 'w\ud800']) {
+      const refused = await api.gql(CLAIM, { input: { runId, holder, ttlSeconds: 30 } }, as);
+      expect(JSON.stringify(refused), JSON.stringify(holder)).toMatch(/holder.*(invisible|well-formed)/);
+    }
     expect(await cancel(runId, 'done here')).toMatchObject({ __typename: 'Run', status: 'CANCELLED' });
     const again = await api.gql(
       'mutation($input: ClaimRunInput!) { claimRun(input: $input) { __typename ... on StatusConflict { message } } }',

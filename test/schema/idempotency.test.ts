@@ -160,6 +160,19 @@ describe('the same key with a different request', () => {
     expect(await budget(runId)).toMatchObject({ spent: 0 });
   });
 
+  test('a field sent as null and the same field left out are the same request; null inside a payload is not nothing', async () => {
+    const runId = await newRun(api, { budgetCap: 100 });
+    const key = uniqueName('key');
+    const first = (await api.gql(APPEND, { input: { runId, type: 't', payload: null, idempotencyKey: key } })).data.appendEvent;
+    const again = (await api.gql(APPEND, { input: { runId, type: 't', idempotencyKey: key } })).data.appendEvent;
+    expect(again).toEqual(first);
+    const other = uniqueName('key');
+    await api.gql(APPEND, { input: { runId, type: 't', payload: { a: null }, idempotencyKey: other } });
+    const changed = (await api.gql(APPEND, { input: { runId, type: 't', payload: {}, idempotencyKey: other } })).data.appendEvent;
+    expect(changed).toMatchObject({ __typename: 'IdempotencyConflict' });
+    expect((await events(runId)).map((row) => row.type)).toEqual(['t', 't']);
+  });
+
   test('a refused first request leaves the key free: its retry is judged again', async () => {
     const runId = await newRun(api, { budgetCap: 10 });
     const key = uniqueName('key');

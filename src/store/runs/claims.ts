@@ -7,7 +7,7 @@
 
 import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { claimLiveAt, releaseClaim, renewClaim, takeClaim } from '../../domain/claim.ts';
-import { ClaimLost, RunHeld, RunNotFound, StatusConflict } from '../../domain/errors.ts';
+import { ClaimLost, Contention, RunHeld, RunNotFound, StatusConflict } from '../../domain/errors.ts';
 import { isTerminal, type Run, type RunClaim, type RunEvent, type RunStatus, stallable } from '../../domain/run.ts';
 import { storedResult, toClaim, toRun } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
@@ -117,10 +117,12 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
         // The run or its claim moved since the read: decide again.
       }
     }
+    // Still moving after every try: held by another worker is a refusal; anything else (claims
+    // of this very holder racing each other, say) is contention, to retry.
     const found = await steps.head(tenant, runId);
     const live = claimLiveAt(found?.claim ?? null, now().getTime());
-    if (live) throw new RunHeld(live);
-    throw new ClaimLost(runId, null, now().getTime());
+    if (live && live.holder !== input.holder) throw new RunHeld(live);
+    throw new Contention(`the claim on run ${runId} kept changing under this claim; retry`);
   }
 
   /** Renews or releases the holder's claim. @throws ClaimLost */
