@@ -15,9 +15,9 @@ let runId: string;
 beforeAll(async () => {
   api = await startTestServer({ RUNPLANE_SEND_TIMEOUT_SECONDS: '1', RUNPLANE_MAX_PAYLOAD_BYTES: String(256 * 1024) });
   runId = await newRun(api);
-  // About 15 MB of events: far more than the kernel's buffers take for a client that reads nothing.
+  // About 8 MB of events: more than the kernel's buffers take for a client that reads nothing (about 4 MB here).
   const text = 'x'.repeat(250_000);
-  for (let i = 0; i < 60; i++) await appendEvent(api, runId, { payload: { text } });
+  for (let i = 0; i < 32; i++) await appendEvent(api, runId, { payload: { text } });
 });
 
 /** Sends `request` on a socket of its own that never reads. */
@@ -38,12 +38,12 @@ const nextServerSocket = () => new Promise<Socket>((resolve) => api.server.app.s
 describe('a client that takes nothing of what it asked for', () => {
   test('of an HTTP answer: its connection is cut', async () => {
     const accepted = nextServerSocket();
-    const query = JSON.stringify({ query: `{ run(id: "${runId}") { events(first: 60) { edges { node { payload } } } } }` });
+    const query = JSON.stringify({ query: `{ run(id: "${runId}") { events(first: 32) { edges { node { payload } } } } }` });
     const client = await unreadRequest(post(query));
     const socket = await accepted;
     await waitFor(() => socket.destroyed, { timeoutMs: 30_000, what: 'the connection to be cut' });
     client.destroy();
-    expect((await api.gql(`{ run(id: "${runId}") { lastSeq } }`)).data.run.lastSeq).toBe(60);
+    expect((await api.gql(`{ run(id: "${runId}") { lastSeq } }`)).data.run.lastSeq).toBe(32);
   }, 60_000);
 
   test('of an SSE stream: its connection is cut', async () => {
@@ -74,8 +74,8 @@ test('a client that takes a stream slowly, a little at a time, gets all of it', 
   const subscription = JSON.stringify({ query: `subscription { runEvents(runId: "${runId}", afterSeq: 0) { seq payload } }` });
   client.write(post(subscription, 'text/event-stream'));
   const socket = await accepted;
-  await waitFor(() => received.includes('"seq":60'), { timeoutMs: 50_000, what: 'the last event' });
-  expect(received.match(/"seq":\d+/g)).toHaveLength(60);
+  await waitFor(() => received.includes('"seq":32'), { timeoutMs: 50_000, what: 'the last event' });
+  expect(received.match(/"seq":\d+/g)).toHaveLength(32);
   expect(socket.destroyed).toBe(false);
   client.destroy();
 }, 60_000);
