@@ -65,20 +65,28 @@ export async function withRun<T>(
 ): Promise<T> {
   const { mutations } = deps;
   const { claim, sentAt } = await take(mutations, options);
-  /** Set while the function's own transition to a finished status is on its way: the claim ends with it, and that is no loss. */
-  const finishing = { now: false };
+  /** The function's own transition to a finished status while it is on its way: the claim ends with it, and that is no loss. */
+  const finishing: Finishing = {};
   const held = hold(deps, options, claim, sentAt, finishing);
   const token = claim.token;
   const runId = options.runId;
   const transition: ClaimedRun['transition'] = async (input, call) => {
-    const finishes = FINISHED.has(input.to);
-    if (finishes) finishing.now = true;
+    if (!FINISHED.has(input.to)) return mutations.transitionRun({ ...input, runId, fencingToken: token }, call);
+    let settle!: (finished: boolean) => void;
+    finishing.to = input.to;
+    finishing.answer = new Promise<boolean>((resolve) => {
+      settle = resolve;
+    });
+    let finished = false;
     try {
       const answer = await mutations.transitionRun({ ...input, runId, fencingToken: token }, call);
-      if (answer.__typename === 'Run' && FINISHED.has(answer.status)) held.finished();
+      finished = answer.__typename === 'Run' && answer.status === input.to;
+      if (finished) held.finished();
       return answer;
     } finally {
-      if (finishes) finishing.now = false;
+      settle(finished);
+      finishing.to = undefined;
+      finishing.answer = undefined;
     }
   };
   const run: ClaimedRun = {
@@ -124,13 +132,19 @@ async function take(mutations: Mutations, { runId, holder, ttlSeconds, waitMs, s
 /** The statuses a run finishes in: its claim ends with it. */
 const FINISHED = new Set<string>(['COMPLETED', 'FAILED', 'CANCELLED']);
 
+/** The function's own finishing transition, while it is on its way: where to, and whether it landed. */
+interface Finishing {
+  to?: string;
+  answer?: Promise<boolean>;
+}
+
 /** Keeps the claim: renewals in the background, the run's changes watched, and the signal that says it is over. */
 function hold(
   deps: RunClaimDeps,
   { runId, holder, ttlSeconds, signal }: RunClaimOptions,
   claim: RunClaimState,
   claimedSentAt: number,
-  finishing: { now: boolean },
+  finishing: Finishing,
 ) {
   const claimLost = (message: string, details: Record<string, unknown> = {}) =>
     new RunplaneError(clientCodes.claimLost, message, { retryable: false, details: { runId, ...details } });
@@ -141,8 +155,9 @@ function hold(
       async renew(call) {
         const answer = await deps.mutations.renewRunClaim({ runId, holder, token: claim.token, ttlSeconds }, call);
         if (answer.__typename === 'RunClaim') return undefined;
-        // Ended by the function's own transition, whose answer is still on its way: not a loss.
-        if (finishing.now) return undefined;
+        // Perhaps ended by the function's own transition, whose answer is on its way: if that
+        // landed, the run is finished and nothing was lost (renewals have stopped meanwhile).
+        if (finishing.answer && (await finishing.answer)) return undefined;
         return { error: claimLost(answer.message, { holder: answer.currentHolder, token: answer.currentToken }), ended: true };
       },
       expired: () => claimLost(`the claim on run ${runId} could not be renewed before it ran out`),
@@ -150,8 +165,8 @@ function hold(
       async watch(lose, stopping) {
         try {
           for await (const state of deps.runChanged(runId, { signal: stopping })) {
-            // The function's own transition to a finished status, seen before its answer came.
-            if (finishing.now && FINISHED.has(state.status)) continue;
+            // The function's own transition, seen before its answer came (not another's cancel).
+            if (finishing.to === state.status) continue;
             if (state.status === 'CANCELLED') {
               const error = new RunplaneError(clientCodes.runCancelled, `run ${runId} was cancelled`, {
                 retryable: false,

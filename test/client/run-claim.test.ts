@@ -59,6 +59,30 @@ describe.each(['ws', 'sse'] as const)('over %s', (transport) => {
     expect(result).toBe('summarised');
   });
 
+  test('a cancel that lands while the function`s own finishing transition is on its way still aborts the signal', async () => {
+    const runId = await newRun(api, { key: WORKER });
+    const { client: ops } = testClient(api.url, { apiKey: OPS, transport });
+    let signal: AbortSignal | undefined;
+    // The worker's finishing transition waits on its way until the cancel has reached the worker.
+    const slowFinish: typeof fetch = async (input, init) => {
+      if (typeof init?.body === 'string' && init.body.includes('TransitionRun')) {
+        expect(await ops.cancelRun({ runId, reason: 'stop' })).toMatchObject({ __typename: 'Run', status: 'CANCELLED' });
+        await waitFor(() => signal?.aborted === true, { what: 'the cancel to reach the worker' });
+      }
+      return fetch(input, init);
+    };
+    const { client: worker } = testClient(api.url, { apiKey: WORKER, transport, fetch: slowFinish });
+    const failure = await worker
+      .withRun({ runId, holder: 'w1', ttlSeconds: 30 }, async (run, given) => {
+        signal = given;
+        await run.transition({ from: 'RUNNING', to: 'COMPLETED' });
+        return 'finished';
+      })
+      .catch((err) => err);
+    expect(failure).toBeInstanceOf(RunplaneError);
+    expect(failure.code).toBe('RUN_CANCELLED');
+  });
+
   test('a claim that cannot be renewed aborts the signal before it runs out; a takeover then refuses the first worker`s writes', async () => {
     const runId = await newRun(api, { key: WORKER });
     // This worker's renewals never get through (a network that drops them): its claim runs out.

@@ -287,6 +287,50 @@ describe('cancelRun', () => {
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
   });
 
+  test('a cancel gets through twenty writers appending with idempotency keys as fast as they can', async () => {
+    const runId = await newRun(api, as);
+    let stop = false;
+    let appended = 0;
+    const writers = Array.from({ length: 20 }, async (_, w) => {
+      for (let i = 0; !stop; i++) {
+        const answer = await api.gql(
+          'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+          { input: { runId, type: 'step', idempotencyKey: `${runId}-${w}-${i}` } },
+          as,
+        );
+        if (answer.data?.appendEvent?.__typename === 'Event') appended++;
+      }
+    });
+    await waitFor(() => appended >= 50, { what: 'the writers to get going' });
+    const cancelled = await api.gql(
+      'mutation($input: CancelRunInput!) { cancelRun(input: $input) { __typename ... on Run { status } } }',
+      { input: { runId, reason: 'stop' } },
+      as,
+    );
+    stop = true;
+    await Promise.all(writers);
+    expect(cancelled.errors).toBeUndefined();
+    expect(cancelled.data.cancelRun).toEqual({ __typename: 'Run', status: 'CANCELLED' });
+  });
+
+  test("server steps refused on the spot never hold a run's appends back", async () => {
+    const runId = await newRun(api, as);
+    let stop = false;
+    // Eight callers resolving an approval the run never asked for: each refused at once, over and over.
+    const refusers = Array.from({ length: 8 }, async () => {
+      while (!stop)
+        await api.gql(
+          'mutation($input: ResolveApprovalInput!) { resolveApproval(input: $input) { __typename } }',
+          { input: { runId, approve: true } },
+          as,
+        );
+    });
+    const answers = await Promise.all(Array.from({ length: 100 }, () => append(runId)));
+    stop = true;
+    await Promise.all(refusers);
+    expect(answers.filter((a) => a.__typename === 'Event')).toHaveLength(100);
+  });
+
   test('racing a claim, run.cancelled names the claim it ended whenever the claim got in first', async () => {
     const races = await Promise.all(
       Array.from({ length: 30 }, async () => {
@@ -451,6 +495,26 @@ describe('stalled runs, with a watcher that looks when told', () => {
     await watcher.round();
     expect(await statusOf(approved)).toBe('STALLED');
     expect(watcher.counts.stalled - stalledBefore).toBe(2);
+  });
+
+  test('a claim released while its run awaited approval stays out of the stall index once approved: the run never stalls', async () => {
+    const runId = await newRun(quiet, as);
+    const claimed = (await gql(CLAIM, { runId, holder: 'polite', ttlSeconds: 30 })).data.claimRun;
+    const asked = await gql('mutation($input: RequestApprovalInput!) { requestApproval(input: $input) { __typename } }', {
+      runId,
+      request: 'go on?',
+      fencingToken: claimed.token,
+    });
+    expect(asked.data.requestApproval.__typename).toBe('Run');
+    expect(await releaseOn(runId, 'polite', claimed.token)).toMatchObject({ __typename: 'RunClaim' });
+    const resolved = await gql('mutation($input: ResolveApprovalInput!) { resolveApproval(input: $input) { __typename } }', {
+      runId,
+      approve: true,
+    });
+    expect(resolved.data.resolveApproval.__typename).toBe('Run');
+    await watcher.round();
+    await watcher.round();
+    expect(await statusOf(runId)).toBe('RUNNING');
   });
 
   test('a claim that ran out, or ended with its run, is no longer released: ClaimLost, and the stall is still found', async () => {

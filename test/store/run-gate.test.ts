@@ -66,3 +66,23 @@ test('other runs are not held back, and a step that throws hands the run on', as
   expect(await after).toBe('after');
   expect(gates.size).toBe(0);
 });
+
+test('steps in a row never starve appends: the batches that waited for a step go before the next step', async () => {
+  const gates = createRunGates();
+  const log: string[] = [];
+  const [s1, b, s2] = [work(log, 's1'), work(log, 'b'), work(log, 's2')];
+  const first = gates.step('run', s1.run);
+  await settle();
+  const batch = gates.batch('run', b.run);
+  const second = gates.step('run', s2.run);
+  await settle();
+  s1.finish();
+  await settle();
+  expect(log).toEqual(['s1 begins', 's1 ends', 'b begins']);
+  b.finish();
+  await settle();
+  expect(log.slice(3)).toEqual(['b ends', 's2 begins']);
+  s2.finish();
+  expect(await Promise.all([first, batch, second])).toEqual(['s1', 'b', 's2']);
+  expect(gates.size).toBe(0);
+});

@@ -47,6 +47,10 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
   const placed = (runId: string, appends: readonly Unplaced[], first: number): RunEvent[] =>
     appends.map(({ type, payload, createdAt }, i) => ({ runId, seq: first + i, type, payload, createdAt }));
 
+  /** Every append's write goes alongside the run's other appends, never while a server step has the run (run-gate.ts). */
+  const put = (tenant: string, events: RunEvent[], options: EventWriteOptions) =>
+    gates.batch(runKey(tenant, (events[0] as RunEvent).runId), () => putEvents(deps, tenant, events, options));
+
   const written = (tenant: string, events: RunEvent[]) => {
     counters.appends += events.length;
     if (events.length > 1) counters.batches++;
@@ -73,7 +77,7 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
       if (next + appends.length - 1 > MAX_INT) throw new Error(`run ${runId} has used every seq up to ${MAX_INT}`);
       const events = placed(runId, appends, next);
       const claim = options.claim?.(events[0] as RunEvent);
-      if (await putEvents(deps, tenant, events, { ...options, claim, shards })) return written(tenant, events);
+      if (await put(tenant, events, { ...options, claim, shards })) return written(tenant, events);
       counters.conflicts++;
       // After the run's end as it now is, never the next seq up: a writer bypassing the API may
       // have left a hole there, and an append filling it would come after events already handed out.
@@ -92,7 +96,7 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
       if (last < seq - 1) throw new SequenceConflict(runId, seq, last);
     }
     const [event] = placed(runId, [{ ...input, createdAt: deps.now() }], seq) as [RunEvent];
-    if (await putEvents(deps, tenant, [event], { cost: input.cost, claim: claim?.(event), fencingToken: input.fencingToken, shards }))
+    if (await put(tenant, [event], { cost: input.cost, claim: claim?.(event), fencingToken: input.fencingToken, shards }))
       return written(tenant, [event])[0] as RunEvent;
     counters.conflicts++;
     throw new SequenceConflict(runId, seq, await positions.lastSeq(tenant, runId, shards));
@@ -107,11 +111,8 @@ export function createAppends(deps: StoreDeps, positions: Positions, counters: A
     // One try per batch: a throttle comes back at once, for the queue to shrink its batch and
     // wait. A batch of one is a lone put, resent as it is (its write id recognises it) with the
     // usual tries; a throttle that outlived them is not sent again.
-    // Alongside the run's other batches; never while a server step has the run (run-gate.ts).
     commit: (tenant: string, runId: string, batch: Waiting[], fencingToken?: number) =>
-      gates.batch(runKey(tenant, runId), () =>
-        atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
-      ),
+      atNextFree(tenant, runId, batch, { fencingToken, throttleAttempts: batch.length > 1 ? 1 : undefined }),
     // Sent again as a new batch (new seqs may be chosen): only when it surely was not applied.
     throttled: (err) => isUnappliedThrottle(err) && !wasRetriedOut(err),
     throttleAttempts: (deps.throttleRetry ?? THROTTLE_RETRY).attempts,

@@ -1,10 +1,11 @@
 /**
  * Turns on a run between this process's appends and its server steps (a cancel, a stall, a
  * takeover, an approval). A step reads the run's last seq and writes its event at the next one;
- * group commit writes batch after batch at the next seqs, and a step racing them loses every
- * time a batch lands between its read and its write. So a step waits for the batches being
- * written to land, and holds back new ones until it has written: batches share the run, a step
- * has it alone, and a waiting step goes before any batch that comes after it.
+ * appends write at the next seqs one after another, and a step racing them loses every time
+ * one lands between its read and its write. So a step waits for the appends being written to
+ * land, and holds back new ones until it has written: appends share the run, a step has it
+ * alone, a waiting step goes before appends that come after it, and the appends that waited
+ * for a step go before the next step.
  *
  * Writers in other processes are not held back: against them a step still retries.
  */
@@ -31,19 +32,27 @@ export function createRunGates() {
   const forgetIfIdle = (key: string, gate: Gate) => {
     if (gate.batches === 0 && !gate.stepping && gate.stepsWaiting.length === 0 && gate.batchesWaiting.length === 0) gates.delete(key);
   };
-  /** Hands the run on once nobody holds it: to the next step, else to every batch waiting. */
-  const handOn = (key: string, gate: Gate) => {
+  /** Lets every waiting batch write. */
+  const letBatchesIn = (key: string, gate: Gate) => {
+    const batches = gate.batchesWaiting.splice(0);
+    gate.batches += batches.length;
+    for (const batch of batches) batch();
+    forgetIfIdle(key, gate);
+  };
+  /**
+   * Hands the run on once nobody holds it. After a step, the batches that waited for it go
+   * first (steps in a row never starve appends); after the last batch, the next step.
+   */
+  const handOn = (key: string, gate: Gate, afterStep: boolean) => {
     if (gate.batches > 0 || gate.stepping) return;
+    if (afterStep && gate.batchesWaiting.length > 0) return letBatchesIn(key, gate);
     const step = gate.stepsWaiting.shift();
     if (step) {
       gate.stepping = true;
       step();
       return;
     }
-    const batches = gate.batchesWaiting.splice(0);
-    gate.batches += batches.length;
-    for (const batch of batches) batch();
-    forgetIfIdle(key, gate);
+    letBatchesIn(key, gate);
   };
 
   return {
@@ -56,7 +65,7 @@ export function createRunGates() {
         return await write();
       } finally {
         gate.batches--;
-        handOn(key, gate);
+        handOn(key, gate, false);
       }
     },
 
@@ -69,7 +78,7 @@ export function createRunGates() {
         return await run();
       } finally {
         gate.stepping = false;
-        handOn(key, gate);
+        handOn(key, gate, true);
       }
     },
 

@@ -65,7 +65,8 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
   const writes: Write[] = events.map((event, i) => eventPut(tableName, tenant, event, writeIds[i] as string, shards));
   const charge = { tenant, runId: first.runId, amount: cost ?? 0 };
   if (cost !== undefined) writes.push({ Update: chargeUpdate(tableName, charge, first.createdAt, writeIds[0] as string) });
-  writes.push(...fenceOf(tableName, tenant, first.runId, fencingToken, deps.now().getTime()));
+  const sentAt = deps.now().getTime();
+  writes.push(...fenceOf(tableName, tenant, first.runId, fencingToken, sentAt));
   try {
     await write(deps, writes, claim, { operation: 'append', throttleAttempts: options.throttleAttempts });
     return true;
@@ -74,7 +75,7 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
     if (!(err instanceof ConditionFailed)) throw err;
     // A superseded worker learns that first, whatever else its write met.
     const fenceFailed = fencingToken !== undefined ? err.failedAt(writes.length - 1) : undefined;
-    if (fenceFailed) throw new ClaimLost(first.runId, toClaim(fenceFailed.item), first.createdAt.getTime());
+    if (fenceFailed) throw new ClaimLost(first.runId, toClaim(fenceFailed.item), sentAt);
     if (cost !== undefined && err.index === 1) throw chargeRefusal(charge, err.item);
     // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
     return events.length === 1 && err.item?.[attr.writeId] === writeIds[0];

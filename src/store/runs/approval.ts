@@ -50,7 +50,8 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
             if (expires !== undefined) return [claimEnd(tableName, input.tenant, input.runId, at, { token, expires })];
             // Approved: the run can stall again, so its claim goes back in the stall index (the
             // watcher takes an expired claim out while its run awaits approval).
-            if (stallable.has(input.to) && claim) return [claimRelisting(tableName, input.tenant, claim, at, token)];
+            // An ended claim (released, say) stays out: nobody holds the run to be found gone.
+            if (stallable.has(input.to) && claim && !claim.ended) return [claimRelisting(tableName, input.tenant, claim, at, token)];
             return token !== undefined ? [fence(tableName, input.tenant, input.runId, token, at)] : [];
           },
           refusal: (_, found) => {

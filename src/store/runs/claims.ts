@@ -270,7 +270,8 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       try {
         const { run, event, extra } = await steps.step(tenant, runId, ({ run, claim, at }) => {
           const same = claim && claim.token === expired.token && claim.version === expired.version;
-          if (!same || claimLiveAt(claim, at) || !stallable.has(run.status)) throw new NothingToDo();
+          // An ended claim (released, finished) ran out by its holder's own doing: no worker went missing.
+          if (!same || claim.ended || claimLiveAt(claim, at) || !stallable.has(run.status)) throw new NothingToDo();
           const left = { ...claim, version: claim.version + 1, ended: true };
           return {
             to: 'STALLED',

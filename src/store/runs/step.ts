@@ -86,7 +86,22 @@ export function createSteps(
     if (!found) throw new RunNotFound(runId);
     const current = toRun(found.meta);
     const at = now();
+    // Decided first: a step refused here never holds the run back from anyone.
     const plan = decide({ run: current, claim: found.claim, at: at.getTime() });
+    // Its seq read and its write with the run to itself among this process's appends: one
+    // landing in between would take the seq. (The write is conditioned on the version decided on.)
+    return alone(tenant, runId, () => written(tenant, runId, current, at, plan, claim));
+  }
+
+  /** Writes a decided step at the run's next seq: its result, or undefined when the run moved or the seq was taken. */
+  async function written<Extra>(
+    tenant: string,
+    runId: string,
+    current: Run,
+    at: Date,
+    plan: StepPlan<Extra>,
+    claim?: (result: StepResult<Extra>) => TransactItem,
+  ): Promise<StepResult<Extra> | undefined> {
     const shards = current.eventShards;
     const seq = (await lastSeq(tenant, runId, shards)) + 1;
     const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at };
@@ -127,9 +142,7 @@ export function createSteps(
     claim?: (result: StepResult<Extra>) => TransactItem,
   ): Promise<StepResult<Extra>> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      // Read, decided and written with the run to itself among this process's appends: a batch
-      // landing between the read of the last seq and the write would take the step's seq.
-      const result = await alone(tenant, runId, () => once(tenant, runId, decide, claim));
+      const result = await once(tenant, runId, decide, claim);
       if (result) return result;
     }
     throw new Contention(`run ${runId} kept changing under this change; retry`);
