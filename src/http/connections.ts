@@ -80,14 +80,19 @@ export function guardConnections(server: Server, limits: ConnectionLimits) {
   };
 }
 
+/** What waits for a client gets `timeoutMs` for each this many bytes of it (at least once). */
+export const BYTES_PER_TIMEOUT = 1024 * 1024;
+
 /**
- * Cuts a connection whose client has taken nothing of what waits for it for `timeoutMs`: bytes
- * sit in the socket's buffer and none went out meanwhile. Not Node's socket timeout: yoga turns
- * that off for every streamed answer, and it would also cut a quiet stream that holds nothing.
- * A connection that holds nothing unsent is never cut here, however quiet.
+ * Cuts a connection whose client has not taken what waits for it in `timeoutMs` for each MiB
+ * of it (one `timeoutMs` at least): bytes sit in the socket's buffer and no write of them
+ * completed meanwhile. (Node tells when a write completes, not how much of one went out: a
+ * single large answer shows no progress until it is all taken, hence the allowance by size.) Not Node's
+ * socket timeout: yoga turns that off for every streamed answer, and it would also cut a quiet
+ * stream that holds nothing. A connection that holds nothing unsent is never cut here.
  */
 function cutStalledReaders(sockets: Set<Socket>, timeoutMs: number) {
-  const waiting = new WeakMap<Socket, { sent: number; since: number }>();
+  const waiting = new WeakMap<Socket, { sent: number; since: number; allowedMs: number }>();
   const timer = setInterval(
     () => {
       const now = performance.now();
@@ -99,8 +104,9 @@ function cutStalledReaders(sockets: Set<Socket>, timeoutMs: number) {
         // bytesWritten counts what is still buffered too: what went out is the difference.
         const sent = socket.bytesWritten - socket.writableLength;
         const seen = waiting.get(socket);
-        if (!seen || seen.sent !== sent) waiting.set(socket, { sent, since: now });
-        else if (now - seen.since >= timeoutMs) socket.destroy();
+        if (!seen || seen.sent !== sent)
+          waiting.set(socket, { sent, since: now, allowedMs: timeoutMs * Math.max(1, socket.writableLength / BYTES_PER_TIMEOUT) });
+        else if (now - seen.since >= seen.allowedMs) socket.destroy();
       }
     },
     Math.max(50, Math.min(1_000, timeoutMs / 4)),

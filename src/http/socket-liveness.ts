@@ -10,6 +10,7 @@
  * One timer for every socket: an idle subscriber holds no timer of its own.
  */
 import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { WebSocket, WebSocketServer } from 'ws';
 
 export function keepSocketsHonest(server: WebSocketServer, intervalMs: number) {
@@ -43,3 +44,23 @@ export function keepSocketsHonest(server: WebSocketServer, intervalMs: number) {
  * their answers is cut before it makes the server hold more than that.
  */
 export const leavesTooMuchUnread = (socket: WebSocket, maxUnsentBytes: number) => socket.bufferedAmount > maxUnsentBytes;
+
+/**
+ * Resolves once `socket` leaves at most `maxUnsentBytes` unread, or is no longer open: woken by
+ * its TCP socket draining, and looking again every second in case a drain came unannounced.
+ */
+export async function waitForRoom(socket: WebSocket, raw: Socket, maxUnsentBytes: number) {
+  while (socket.readyState === socket.OPEN && leavesTooMuchUnread(socket, maxUnsentBytes)) {
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        raw.off('drain', done);
+        raw.off('close', done);
+        resolve();
+      };
+      const timer = setTimeout(done, 1_000);
+      raw.once('drain', done);
+      raw.once('close', done);
+    });
+  }
+}

@@ -5,7 +5,9 @@
  * document is parsed where possible; revoking the key closes the socket.
  */
 import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { type ExecutionArgs, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
+import type { Context as SocketContext } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Limits } from '../domain/limits.ts';
@@ -20,7 +22,7 @@ import { type CostRules, checkCost } from './cost.ts';
 import type { Mask } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
-import { keepSocketsHonest, leavesTooMuchUnread } from './socket-liveness.ts';
+import { keepSocketsHonest, leavesTooMuchUnread, waitForRoom } from './socket-liveness.ts';
 import { deliverOverSocket } from './subscriptions/index.ts';
 import type { YogaServer } from './yoga.ts';
 
@@ -31,6 +33,8 @@ const MAX_OPERATION_NAME_LENGTH = 256;
 const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
 /** Queries and mutations of one socket executing at once (over HTTP a connection runs one); one more is refused. */
 export const MAX_OPERATIONS_IN_FLIGHT = 16;
+/** Messages of one socket waiting for it to take what it was sent; one more means it is not reading, and it is cut. */
+export const MAX_MESSAGES_WAITING = 16;
 
 export interface WebSocketDeps {
   yoga: YogaServer;
@@ -47,14 +51,19 @@ export interface WebSocketDeps {
   browsers: BrowserPolicy;
 }
 
+/** What graphql-ws hands every hook beside its context: the socket and the request that opened it. */
+type Extra = { socket: WebSocket; request: IncomingMessage };
+
 /** What a WebSocket holds once its key is accepted. */
 interface SocketSession {
   connection: Served['connection'];
   slot: ConnectionSlot;
   /** Each admitted subscription's place (caps per connection and tenant), by operation id, until it ends. */
   places: Map<string, Release>;
-  /** The queries and mutations executing, by operation id (their answers are not in the send buffer yet). */
-  executing: Set<string>;
+  /** Queries and mutations executing now (their answers are in no buffer yet). */
+  executing: number;
+  /** Messages waiting for the client to take what it was sent. */
+  waiting: number;
 }
 
 /**
@@ -64,7 +73,16 @@ interface SocketSession {
 interface EnvelopedRoot {
   execute: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
   subscribe: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
+  session: SocketSession;
 }
+
+const tooManyAtOnce = () => ({
+  errors: [
+    new GraphQLError(`At most ${MAX_OPERATIONS_IN_FLIGHT} queries and mutations run at once on one connection: wait for an answer`, {
+      extensions: { code: codes.limitExceeded },
+    }),
+  ],
+});
 
 const isStream = (result: unknown): result is AsyncIterable<ExecutionResult> =>
   typeof result === 'object' && result !== null && Symbol.asyncIterator in result;
@@ -95,14 +113,24 @@ const badRequest = (message: string) => new GraphQLError(message, { extensions: 
 export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   const { yoga, apiKeys, admission, sessions } = deps;
   const sessionsBySocket = new WeakMap<WebSocket, SocketSession>();
-  // A client may leave its send buffer's worth of frames and one whole answer unread; one that
-  // asks for more while it leaves more than that is not reading what it asks for, and is cut.
+  // A client may leave its send buffer's worth of frames and one whole answer unread. What it
+  // asks for beyond that waits until it has taken them (a client reading slowly is slowed, not
+  // cut); one that goes on asking without reading is cut (as a peer that is gone: 1006).
   const maxUnsentBytes = deps.connections.sendBufferBytes + deps.limits.maxResponseBytes;
-  /** Cuts a client that is not reading what it is sent (as a peer that is gone: 1006), if it is one. */
-  const cutIfNotReading = (socket: WebSocket) => {
-    if (!leavesTooMuchUnread(socket, maxUnsentBytes)) return false;
-    socket.terminate();
-    return true;
+  /** Waits until the socket has room for more; false when it was cut (or closed) meanwhile. */
+  const untilRoom = async (socket: WebSocket, raw: Socket, session: SocketSession) => {
+    if (!leavesTooMuchUnread(socket, maxUnsentBytes)) return true;
+    if (session.waiting >= MAX_MESSAGES_WAITING) {
+      socket.terminate();
+      return false;
+    }
+    session.waiting++;
+    try {
+      await waitForRoom(socket, raw, maxUnsentBytes);
+    } finally {
+      session.waiting--;
+    }
+    return socket.readyState === socket.OPEN;
   };
   // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
   // its errors (a port in use), which graphql-ws then prints as its own internal error.
@@ -126,7 +154,6 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
 
   /** Gives operation `id`'s place back, once (graphql-ws may end an operation by more than one path). */
   const giveBack = (socket: WebSocket, id: string) => {
-    sessionsBySocket.get(socket)?.executing.delete(id);
     const places = sessionsBySocket.get(socket)?.places;
     const release = places?.get(id);
     if (!release) return;
@@ -134,7 +161,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     release();
   };
 
-  const graphqlWs = useServer<Record<string, unknown>, { socket: WebSocket; request: IncomingMessage }>(
+  const graphqlWs = useServer<Record<string, unknown>, Extra>(
     {
       connectionInitWaitTimeout: deps.connections.connectionInitTimeoutMs,
       onConnect: (ctx) => {
@@ -153,7 +180,8 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           connection: deps.newConnection('ws', address),
           slot: admission.slot(),
           places: new Map(),
-          executing: new Set(),
+          executing: 0,
+          waiting: 0,
         };
         sessionsBySocket.set(socket, session);
         socket.once('close', () => {
@@ -163,7 +191,17 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         });
         return true;
       },
-      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args),
+      // Counted as they run (not by the client's ids, which it may use again once completed).
+      execute: async (args) => {
+        const root = args.rootValue as EnvelopedRoot;
+        if (root.session.executing >= MAX_OPERATIONS_IN_FLIGHT) return tooManyAtOnce();
+        root.session.executing++;
+        try {
+          return await root.execute(args);
+        } finally {
+          root.session.executing--;
+        }
+      },
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args),
       // A subscription's results are written by socket-frames.ts (one serialization for every
       // subscriber sharing a result); graphql-ws keeps the operation through the handle it returns.
@@ -173,8 +211,6 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         const release = session?.places.get(id);
         if (!session || !release || !isStream(result)) {
           giveBack(socket, id);
-          // The answer is about to be written: not to a client that has left the last ones unread.
-          if (cutIfNotReading(socket)) return;
           return withoutHttpStatus(result);
         }
         session.places.delete(id);
@@ -189,88 +225,92 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       },
       onComplete: (ctx, id) => giveBack(ctx.extra.socket, id),
       onError: (ctx, id) => giveBack(ctx.extra.socket, id),
-      // A ping is answered with its payload: not to a client that leaves its answers unread.
-      onPing: (ctx) => void cutIfNotReading(ctx.extra.socket),
+      // A ping is answered with its payload: once the client has taken what it was sent.
+      onPing: async (ctx) => {
+        const session = sessionsBySocket.get(ctx.extra.socket);
+        if (session) await untilRoom(ctx.extra.socket, ctx.extra.request.socket, session);
+      },
       onSubscribe: async (ctx, id, payload) => {
-        const socket = ctx.extra.socket;
-        if (cutIfNotReading(socket)) return [badRequest('This connection leaves what it is sent unread')];
-        if (id.length > MAX_ID_LENGTH) {
-          const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
-          socket.close(4400, refusal);
-          return [badRequest(refusal)];
-        }
-        if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
-          return [badRequest(`Operation names are at most ${MAX_OPERATION_NAME_LENGTH} characters`)];
-        }
-        const session = sessionsBySocket.get(socket);
-        if (!session) return [unauthenticated('Send connection_init with an API key first')];
-        // The setup rate is taken before parsing: a flood of subscribes costs a token check each.
-        if (SUBSCRIPTION_KEYWORD.test(payload.query)) {
-          const tooFast = admission.setup({ slot: session.slot });
-          if (tooFast) return [tooFast];
-        }
-        // The key is checked again for each operation: a key revoked since connecting stops here.
-        const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
-        if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
-        const enveloped = yoga.getEnveloped({
-          ...ctx,
-          principal,
-          req: ctx.extra.request,
-          socket,
-          params: payload,
-          connectionParams: ctx.connectionParams ?? {},
-        });
-        // Limits throw from parse and validate (as over HTTP): answer them as this operation's errors.
-        let document: ReturnType<typeof enveloped.parse>;
-        try {
-          document = enveloped.parse(payload.query);
-          const errors = enveloped.validate(enveloped.schema, document);
-          if (errors.length > 0) return errors;
-          checkCost(enveloped.schema, document, payload.operationName, payload.variables, deps.cost);
-        } catch (err) {
-          if (err instanceof GraphQLError) return [err];
-          throw err;
-        }
-        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
-          const admitted = admission.subscribe(principal.tenant, session.slot);
-          if (admitted instanceof GraphQLError) return [admitted];
-          session.places.set(id, admitted);
-        } else {
-          if (session.executing.size >= MAX_OPERATIONS_IN_FLIGHT) {
-            return [
-              new GraphQLError(
-                `At most ${MAX_OPERATIONS_IN_FLIGHT} queries and mutations run at once on one connection: wait for an answer`,
-                {
-                  extensions: { code: codes.limitExceeded },
-                },
-              ),
-            ];
-          }
-          session.executing.add(id);
-        }
-        let contextValue: Context;
-        try {
-          contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
-        } catch (err) {
-          giveBack(socket, id);
-          if (err instanceof GraphQLError) return [err];
-          throw err;
-        }
-        const rootValue: EnvelopedRoot = { execute: enveloped.execute, subscribe: enveloped.subscribe };
-        return {
-          schema: enveloped.schema,
-          operationName: payload.operationName,
-          document,
-          variableValues: payload.variables,
-          contextValue,
-          rootValue,
-        };
+        const refused = await admit(ctx, id, payload);
+        // Refusals as over HTTP's body: without the HTTP status yoga keeps in their extensions.
+        return Array.isArray(refused) ? refused.map((e) => (e instanceof GraphQLError ? withoutHttp(e) : e)) : refused;
       },
     },
     webSockets,
     // No keepalive of graphql-ws's own: it takes any pong as an answer (socket-liveness.ts).
     0,
   );
+
+  /** An operation admitted (its execution arguments) or refused (its errors). */
+  async function admit(
+    ctx: SocketContext<Record<string, unknown>, Extra>,
+    id: string,
+    payload: { query: string; operationName?: string | null; variables?: Record<string, unknown> | null },
+  ): Promise<ExecutionArgs | readonly GraphQLError[]> {
+    const socket = ctx.extra.socket;
+    const waitingOn = sessionsBySocket.get(socket);
+    if (waitingOn && !(await untilRoom(socket, ctx.extra.request.socket, waitingOn)))
+      return [badRequest('This connection left what it was sent unread')];
+    if (id.length > MAX_ID_LENGTH) {
+      const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
+      socket.close(4400, refusal);
+      return [badRequest(refusal)];
+    }
+    if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
+      return [badRequest(`Operation names are at most ${MAX_OPERATION_NAME_LENGTH} characters`)];
+    }
+    const session = sessionsBySocket.get(socket);
+    if (!session) return [unauthenticated('Send connection_init with an API key first')];
+    // The setup rate is taken before parsing: a flood of subscribes costs a token check each.
+    if (SUBSCRIPTION_KEYWORD.test(payload.query)) {
+      const tooFast = admission.setup({ slot: session.slot });
+      if (tooFast) return [tooFast];
+    }
+    // The key is checked again for each operation: a key revoked since connecting stops here.
+    const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
+    if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
+    const enveloped = yoga.getEnveloped({
+      ...ctx,
+      principal,
+      req: ctx.extra.request,
+      socket,
+      params: payload,
+      connectionParams: ctx.connectionParams ?? {},
+    });
+    // Limits throw from parse and validate (as over HTTP): answer them as this operation's errors.
+    let document: ReturnType<typeof enveloped.parse>;
+    try {
+      document = enveloped.parse(payload.query);
+      const errors = enveloped.validate(enveloped.schema, document);
+      if (errors.length > 0) return errors;
+      checkCost(enveloped.schema, document, payload.operationName, payload.variables, deps.cost);
+    } catch (err) {
+      if (err instanceof GraphQLError) return [err];
+      throw err;
+    }
+    if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+      const admitted = admission.subscribe(principal.tenant, session.slot);
+      if (admitted instanceof GraphQLError) return [admitted];
+      session.places.set(id, admitted);
+    }
+    let contextValue: Context;
+    try {
+      contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
+    } catch (err) {
+      giveBack(socket, id);
+      if (err instanceof GraphQLError) return [err];
+      throw err;
+    }
+    const rootValue: EnvelopedRoot = { execute: enveloped.execute, subscribe: enveloped.subscribe, session };
+    return {
+      schema: enveloped.schema,
+      operationName: payload.operationName,
+      document,
+      variableValues: payload.variables,
+      contextValue,
+      rootValue,
+    };
+  }
   const stopPinging = keepSocketsHonest(webSockets, deps.connections.pingIntervalMs);
   // graphql-ws prints every socket error to the console, stack and all. A client's protocol
   // error (a message over the size limit, invalid UTF-8, a bad frame) is the client's: ws has

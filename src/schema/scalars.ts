@@ -4,7 +4,7 @@ import { builder } from './builder.ts';
 
 /**
  * A JSON value written inline in a query. Only what JSON can hold is taken: a bare word
- * (`NaN`, `Infinity`, `foo`) or a variable that was not given is refused, never stored as
+ * (`NaN`, `Infinity`, `foo`) or a variable inside the literal is refused, never stored as
  * nothing. (graphql-scalars' JSON drops both silently.)
  */
 function jsonLiteral(node: ValueNode, variables: Record<string, unknown> | null | undefined): unknown {
@@ -25,14 +25,13 @@ function jsonLiteral(node: ValueNode, variables: Record<string, unknown> | null 
       for (const field of node.fields) object[field.name.value] = jsonLiteral(field.value, variables);
       return object;
     }
-    case Kind.VARIABLE: {
-      // Validation reads a literal before any variable has a value: whether it was given is
-      // known once the operation runs (then a missing one is refused, below).
-      if (variables === undefined) return null;
-      const value = variables?.[node.name.value];
-      if (value === undefined) throw new GraphQLError(`JSON: variable $${node.name.value} is not given`, { nodes: node });
-      return value;
-    }
+    case Kind.VARIABLE:
+      // Refused, not filled in: one variable named in a thousand places of a literal would make
+      // the request a thousand times its size, after every limit on its size was checked.
+      throw new GraphQLError(
+        `JSON: a variable ($${node.name.value}) inside a JSON literal is not taken: pass the whole value as one variable`,
+        { nodes: node },
+      );
     case Kind.ENUM:
       throw new GraphQLError(`JSON: ${print(node)} is not a JSON value (quote it to send a string)`, { nodes: node });
   }
