@@ -13,24 +13,34 @@ import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { WebSocket, WebSocketServer } from 'ws';
 
-export function keepSocketsHonest(server: WebSocketServer, intervalMs: number) {
-  /** The payload of the ping each socket has yet to answer. */
-  const awaited = new WeakMap<WebSocket, Buffer>();
+/** A pong may come this much later for each MiB waiting ahead of it (the ping waits behind them). */
+export const BYTES_PER_PING_INTERVAL = 1024 * 1024;
+
+/**
+ * @param mostUnsentBytes the backlog allowed for at most (more waiting buys no more time: a
+ *   socket holding more has to be read faster)
+ */
+export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, mostUnsentBytes: number) {
+  /** The ping each socket has yet to answer: its payload, and how many intervals it has had. */
+  const awaited = new WeakMap<WebSocket, { payload: Buffer; intervals: number }>();
   server.on('connection', (socket: WebSocket) => {
     socket.on('pong', (data: Buffer) => {
-      const expected = awaited.get(socket);
-      if (expected?.equals(data)) awaited.delete(socket);
+      if (awaited.get(socket)?.payload.equals(data)) awaited.delete(socket);
     });
   });
   const timer = setInterval(() => {
     for (const socket of server.clients) {
       if (socket.readyState !== socket.OPEN) continue;
-      if (awaited.has(socket)) {
-        socket.terminate();
+      const waiting = awaited.get(socket);
+      if (waiting) {
+        // A client still taking a large backlog gets an interval for each MiB of it: its pong
+        // is behind that backlog. One that takes nothing is cut once that is used up too.
+        const allowed = Math.max(1, Math.ceil(Math.min(socket.bufferedAmount, mostUnsentBytes) / BYTES_PER_PING_INTERVAL));
+        if (++waiting.intervals >= allowed) socket.terminate();
         continue;
       }
       const payload = randomBytes(8);
-      awaited.set(socket, payload);
+      awaited.set(socket, { payload, intervals: 0 });
       socket.ping(payload);
     }
   }, intervalMs);
@@ -45,22 +55,34 @@ export function keepSocketsHonest(server: WebSocketServer, intervalMs: number) {
  */
 export const leavesTooMuchUnread = (socket: WebSocket, maxUnsentBytes: number) => socket.bufferedAmount > maxUnsentBytes;
 
-/**
- * Resolves once `socket` leaves at most `maxUnsentBytes` unread, or is no longer open: woken by
- * its TCP socket draining, and looking again every second in case a drain came unannounced.
- */
-export async function waitForRoom(socket: WebSocket, raw: Socket, maxUnsentBytes: number) {
-  while (socket.readyState === socket.OPEN && leavesTooMuchUnread(socket, maxUnsentBytes)) {
-    await new Promise<void>((resolve) => {
+/** Per TCP socket, the wait for its next drain (one listener pair however many wait on it). */
+const drains = new WeakMap<Socket, Promise<void>>();
+
+/** The socket's next drain or close, or a second, whichever comes first (shared by every waiter). */
+function nextDrain(raw: Socket) {
+  let next = drains.get(raw);
+  if (!next) {
+    next = new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
         raw.off('drain', done);
         raw.off('close', done);
+        drains.delete(raw);
         resolve();
       };
       const timer = setTimeout(done, 1_000);
       raw.once('drain', done);
       raw.once('close', done);
     });
+    drains.set(raw, next);
   }
+  return next;
+}
+
+/**
+ * Resolves once `socket` leaves at most `maxUnsentBytes` unread, or is no longer open: woken by
+ * its TCP socket draining, and looking again every second in case a drain came unannounced.
+ */
+export async function waitForRoom(socket: WebSocket, raw: Socket, maxUnsentBytes: number) {
+  while (socket.readyState === socket.OPEN && leavesTooMuchUnread(socket, maxUnsentBytes)) await nextDrain(raw);
 }

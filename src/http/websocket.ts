@@ -229,6 +229,8 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       onPing: async (ctx) => {
         const session = sessionsBySocket.get(ctx.extra.socket);
         if (session) await untilRoom(ctx.extra.socket, ctx.extra.request.socket, session);
+        // Before connection_init nobody is known to wait for: past a send buffer unread, it is cut.
+        else if (leavesTooMuchUnread(ctx.extra.socket, deps.connections.sendBufferBytes)) ctx.extra.socket.terminate();
       },
       onSubscribe: async (ctx, id, payload) => {
         const refused = await admit(ctx, id, payload);
@@ -311,7 +313,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       rootValue,
     };
   }
-  const stopPinging = keepSocketsHonest(webSockets, deps.connections.pingIntervalMs);
+  const stopPinging = keepSocketsHonest(webSockets, deps.connections.pingIntervalMs, maxUnsentBytes);
   // graphql-ws prints every socket error to the console, stack and all. A client's protocol
   // error (a message over the size limit, invalid UTF-8, a bad frame) is the client's: ws has
   // closed the socket already with the code that says so (1009, 1007, 1002), and a client

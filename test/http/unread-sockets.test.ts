@@ -5,6 +5,7 @@
  * client reading as fast as it can gets every answer of a burst. Queries and mutations running
  * at once on one socket are bounded.
  */
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Engine } from '../../src/engine/index.ts';
 import { MAX_OPERATIONS_IN_FLIGHT } from '../../src/http/websocket.ts';
@@ -44,6 +45,27 @@ describe('a client that sends pongs of its own but reads nothing', () => {
     staller.resume();
     expect((await staller.closed).code).toBe(1006);
   }, 90_000);
+});
+
+describe('a client that pings before connection_init and reads nothing', () => {
+  let api: TestServer;
+  beforeAll(async () => {
+    api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '3600', RUNPLANE_SEND_BUFFER_BYTES: String(64 * 1024) });
+  });
+  afterAll(() => api.server.stop());
+
+  test('is cut once the pongs it leaves unread pass its send buffer (nobody has let it in yet)', async () => {
+    const upgraded = new Promise<Socket>((resolve) => api.server.app.server.once('upgrade', (_req, socket: Socket) => resolve(socket)));
+    const pinger = await rawSocket(api.url, { init: false });
+    const served = await upgraded;
+    pinger.pause();
+    // Forty pings of 200 KB, each answered with its payload: 8 MB, twice what the kernel's buffers take.
+    const payload = { blob: 'x'.repeat(200_000) };
+    for (let i = 0; i < 40 && pinger.socket.readyState === pinger.socket.OPEN; i++) pinger.send({ type: 'ping', payload });
+    await waitFor(() => served.destroyed, { timeoutMs: 30_000, what: 'the pinger to be cut' });
+    pinger.resume();
+    expect((await pinger.closed).code).toBe(1006);
+  }, 60_000);
 });
 
 describe('a client asking for answers it does not read', () => {
