@@ -71,7 +71,46 @@ function probe(req: IncomingMessage, res: ServerResponse, path: string | undefin
   return false;
 }
 
+/** Requests waiting on one connection behind the one being answered (HTTP/1.1 pipelining); one more cuts it. */
+export const MAX_PIPELINED = 8;
+
+/**
+ * One request of a connection at a time: Node hands over pipelined requests at once and holds
+ * every answer until those before it are sent, so a client sending many and reading none would
+ * have them all made and held. Here the next is handled once the answer before it is sent.
+ */
+function oneAtATime(handle: (req: IncomingMessage, res: ServerResponse) => void) {
+  const turns = new WeakMap<object, { busy: boolean; waiting: (() => void)[] }>();
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    let turn = turns.get(socket);
+    if (!turn) {
+      turn = { busy: false, waiting: [] };
+      turns.set(socket, turn);
+    }
+    const line = turn;
+    const next = () => {
+      const following = line.waiting.shift();
+      if (following) following();
+      else line.busy = false;
+    };
+    const run = () => {
+      line.busy = true;
+      res.once('close', next);
+      if (socket.destroyed) return res.destroy();
+      handle(req, res);
+    };
+    if (!line.busy) return run();
+    if (line.waiting.length >= MAX_PIPELINED) return socket.destroy();
+    line.waiting.push(run);
+  };
+}
+
 export function requestHandler(deps: RouteDeps) {
+  return oneAtATime(handleRequest(deps));
+}
+
+function handleRequest(deps: RouteDeps) {
   const { yoga, apiKeys, maxBodyBytes, page } = deps;
   return (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url?.split('?')[0];

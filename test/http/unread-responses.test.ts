@@ -35,6 +35,20 @@ const post = (body: string, accept = 'application/json') =>
 /** The server-side socket of the next connection accepted. */
 const nextServerSocket = () => new Promise<Socket>((resolve) => api.server.app.server.once('connection', resolve));
 
+test('requests pipelined on one connection are answered one at a time, and too many waiting cut it', async () => {
+  const accepted = nextServerSocket();
+  const query = JSON.stringify({ query: `{ run(id: "${runId}") { events(first: 32) { edges { node { seq } } } } }` });
+  const before = api.requestInputs.length;
+  // Twenty requests in one write, none of their answers read.
+  const client = await unreadRequest(Array.from({ length: 20 }, () => post(query)).join(''));
+  const socket = await accepted;
+  await waitFor(() => socket.destroyed, { timeoutMs: 30_000, what: 'the connection to be cut' });
+  client.destroy();
+  // The first was answered; the others waited their turn instead of being made and held.
+  const reads = api.requestInputs.slice(before).filter((r) => r.name === 'QueryCommand' && JSON.stringify(r.input).includes(runId));
+  expect(reads.length).toBeLessThanOrEqual(2);
+}, 60_000);
+
 describe('a client that takes nothing of what it asked for', () => {
   test('of an HTTP answer: its connection is cut', async () => {
     const accepted = nextServerSocket();
