@@ -71,8 +71,10 @@ function probe(req: IncomingMessage, res: ServerResponse, path: string | undefin
   return false;
 }
 
-/** Requests waiting on one connection behind the one being answered (HTTP/1.1 pipelining); one more cuts it. */
-export const MAX_PIPELINED = 8;
+/** Requests waiting on one connection behind the one being answered (HTTP/1.1 pipelining) before it is read no more until they are answered. */
+export const PIPELINED_BEFORE_PAUSE = 8;
+/** ... and past which (all sent in one go, before the pause could take effect) it is cut. */
+export const MAX_PIPELINED = 256;
 
 /**
  * One request of a connection at a time: Node hands over pipelined requests at once and holds
@@ -91,6 +93,7 @@ function oneAtATime(handle: (req: IncomingMessage, res: ServerResponse) => void)
     const line = turn;
     const next = () => {
       const following = line.waiting.shift();
+      if (line.waiting.length < PIPELINED_BEFORE_PAUSE && socket.isPaused()) socket.resume();
       if (following) following();
       else line.busy = false;
     };
@@ -103,6 +106,8 @@ function oneAtATime(handle: (req: IncomingMessage, res: ServerResponse) => void)
     if (!line.busy) return run();
     if (line.waiting.length >= MAX_PIPELINED) return socket.destroy();
     line.waiting.push(run);
+    // Slowed, not cut: what the client sends next waits in its own buffers until these are answered.
+    if (line.waiting.length >= PIPELINED_BEFORE_PAUSE) socket.pause();
   };
 }
 

@@ -15,14 +15,16 @@ import type { WebSocket, WebSocketServer } from 'ws';
 
 /** A pong may come this much later for each MiB waiting ahead of it (the ping waits behind them). */
 export const BYTES_PER_PING_INTERVAL = 1024 * 1024;
+/** What the two kernels' socket buffers may hold ahead of a pong besides (Linux grows them to a few MiB). */
+const KERNEL_BUFFERS_BYTES = 8 * 1024 * 1024;
 
 /**
  * @param mostUnsentBytes the backlog allowed for at most (more waiting buys no more time: a
  *   socket holding more has to be read faster)
  */
 export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, mostUnsentBytes: number) {
-  /** The ping each socket has yet to answer: its payload, and how many intervals it has had. */
-  const awaited = new WeakMap<WebSocket, { payload: Buffer; intervals: number }>();
+  /** The ping each socket has yet to answer: its payload, the intervals it has had and may have. */
+  const awaited = new WeakMap<WebSocket, { payload: Buffer; intervals: number; allowed: number }>();
   server.on('connection', (socket: WebSocket) => {
     socket.on('pong', (data: Buffer) => {
       if (awaited.get(socket)?.payload.equals(data)) awaited.delete(socket);
@@ -33,14 +35,17 @@ export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, m
       if (socket.readyState !== socket.OPEN) continue;
       const waiting = awaited.get(socket);
       if (waiting) {
-        // A client still taking a large backlog gets an interval for each MiB of it: its pong
-        // is behind that backlog. One that takes nothing is cut once that is used up too.
-        const allowed = Math.max(1, Math.ceil(Math.min(socket.bufferedAmount, mostUnsentBytes) / BYTES_PER_PING_INTERVAL));
-        if (++waiting.intervals >= allowed) socket.terminate();
+        if (++waiting.intervals >= waiting.allowed) socket.terminate();
         continue;
       }
+      // A ping sent behind a backlog is answered once the client has taken it: an interval for
+      // each MiB of it (as it stood when the ping was sent), and for what the kernels' buffers
+      // hold besides. One that takes nothing is cut once that is used up.
+      const backlog = socket.bufferedAmount;
+      const allowed =
+        backlog === 0 ? 1 : 1 + Math.ceil((Math.min(backlog, mostUnsentBytes) + KERNEL_BUFFERS_BYTES) / BYTES_PER_PING_INTERVAL);
       const payload = randomBytes(8);
-      awaited.set(socket, { payload, intervals: 0 });
+      awaited.set(socket, { payload, intervals: 0, allowed });
       socket.ping(payload);
     }
   }, intervalMs);
