@@ -47,6 +47,36 @@ describe('a client that sends pongs of its own but reads nothing', () => {
   }, 90_000);
 });
 
+describe('a client taking a large backlog steadily', () => {
+  let api: TestServer;
+  beforeAll(async () => {
+    api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '1' });
+  });
+  afterAll(() => api.server.stop());
+
+  test('is not cut while it reads on at about 2 MiB a ping interval', async () => {
+    const reader = await rawSocket(api.url, { keepUnder: 0 });
+    reader.pause();
+    // Twenty-four pongs of 512 KB queued for it: 12 MiB, more than the kernels' buffers take.
+    const payload = { blob: 'x'.repeat(512 * 1024) };
+    for (let i = 0; i < 24; i++) reader.send({ type: 'ping', payload });
+    // Then read, half a second's pause after each MiB: a backlog taken over several ping intervals.
+    let bytes = 0;
+    reader.socket.on('message', (data: Buffer) => {
+      const before = bytes;
+      bytes += data.length;
+      if (Math.floor(before / 2 ** 20) !== Math.floor(bytes / 2 ** 20)) {
+        reader.pause();
+        setTimeout(() => reader.resume(), 500);
+      }
+    });
+    reader.resume();
+    await reader.until((frames) => frames.filter((f) => f.type === 'pong').length === 24, 'every pong', 60_000);
+    expect(reader.socket.readyState).toBe(reader.socket.OPEN);
+    reader.close();
+  }, 90_000);
+});
+
 describe('a client that pings before connection_init and reads nothing', () => {
   let api: TestServer;
   beforeAll(async () => {
