@@ -49,3 +49,20 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
     return yogaMaskError(error, message, false);
   };
 }
+
+/**
+ * An error as a client sees it over a stream (a subscription frame, a WebSocket answer): without
+ * the HTTP status yoga keeps in its extensions, which only an HTTP response's status carries.
+ */
+export function withoutHttpStatus(error: GraphQLError): GraphQLError {
+  if (!error.extensions || !('http' in error.extensions)) return error;
+  const { http: _, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions,
+  });
+}

@@ -19,7 +19,7 @@ import type { ApiKeys } from './api-keys.ts';
 import type { BrowserPolicy } from './browsers.ts';
 import type { ConnectionLimits } from './connections.ts';
 import { type CostRules, checkCost } from './cost.ts';
-import type { Mask } from './errors.ts';
+import { type Mask, withoutHttpStatus } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
 import { keepSocketsHonest, leavesTooMuchUnread, waitForRoom } from './socket-liveness.ts';
@@ -87,25 +87,11 @@ const tooManyAtOnce = () => ({
 const isStream = (result: unknown): result is AsyncIterable<ExecutionResult> =>
   typeof result === 'object' && result !== null && Symbol.asyncIterator in result;
 
-/** An error without the HTTP status yoga keeps in its extensions (a WebSocket answer has none). */
-function withoutHttp(error: GraphQLError) {
-  if (!error.extensions || !('http' in error.extensions)) return error;
-  const { http: _, ...extensions } = error.extensions;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions,
-  });
-}
-
-/** A query's or mutation's answer with its errors as HTTP's body and subscription frames have them. */
-const withoutHttpStatus = <R>(result: R): R | undefined => {
+/** A query's or mutation's answer with its errors as subscription frames have them (undefined: as it is). */
+const answerWithoutHttpStatus = <R>(result: R): R | undefined => {
   const errors = (result as ExecutionResult | undefined)?.errors;
   if (isStream(result) || !errors?.some((e) => e instanceof GraphQLError && e.extensions && 'http' in e.extensions)) return undefined;
-  return { ...(result as ExecutionResult), errors: errors.map((e) => (e instanceof GraphQLError ? withoutHttp(e) : e)) } as R;
+  return { ...(result as ExecutionResult), errors: errors.map((e) => (e instanceof GraphQLError ? withoutHttpStatus(e) : e)) } as R;
 };
 
 const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
@@ -211,7 +197,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
         const release = session?.places.get(id);
         if (!session || !release || !isStream(result)) {
           giveBack(socket, id);
-          return withoutHttpStatus(result);
+          return answerWithoutHttpStatus(result);
         }
         session.places.delete(id);
         return deliverOverSocket(result, {
@@ -235,7 +221,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       onSubscribe: async (ctx, id, payload) => {
         const refused = await admit(ctx, id, payload);
         // Refusals as over HTTP's body: without the HTTP status yoga keeps in their extensions.
-        return Array.isArray(refused) ? refused.map((e) => (e instanceof GraphQLError ? withoutHttp(e) : e)) : refused;
+        return Array.isArray(refused) ? refused.map((e) => (e instanceof GraphQLError ? withoutHttpStatus(e) : e)) : refused;
       },
     },
     webSockets,

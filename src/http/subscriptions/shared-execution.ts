@@ -10,7 +10,7 @@ import type { Plugin } from 'graphql-yoga';
 import { attached } from '../../lib/attached.ts';
 import { DONE } from '../../lib/iteration.ts';
 import type { Context } from '../../schema/context.ts';
-import type { Mask } from '../errors.ts';
+import { type Mask, withoutHttpStatus } from '../errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 
@@ -120,14 +120,7 @@ export const sharedDelivery: Plugin<Context> = {
 const serialized = attached<ExecutionResult, string>('json');
 
 /** An error as clients see it: masked, without the HTTP status yoga keeps in its extensions. */
-function clientError(error: GraphQLError, mask: Mask) {
-  const json = (mask(error, 'Unexpected error.') as GraphQLError).toJSON();
-  if (json.extensions && 'http' in json.extensions) {
-    const { http: _, ...extensions } = json.extensions;
-    return { ...json, extensions };
-  }
-  return json;
-}
+const clientError = (error: GraphQLError, mask: Mask) => withoutHttpStatus(mask(error, 'Unexpected error.') as GraphQLError).toJSON();
 
 /** The JSON of a result, computed once however many subscribers it goes to. */
 export function resultJson(result: ExecutionResult, mask: Mask) {
