@@ -32,7 +32,7 @@ export interface TableDescription {
   [field: string]: unknown;
 }
 
-type Callback<T = unknown> = (err: Error | null | undefined, value?: T) => void;
+export type Callback<T = unknown> = (err: Error | null | undefined, value?: T) => void;
 
 export interface SubDb {
   lock(key: string | string[], exec: (release: <F extends (...args: never[]) => unknown>(done: F) => F) => void): void;

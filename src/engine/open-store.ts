@@ -2,6 +2,7 @@
 import { mkdirSync } from 'node:fs';
 import { createStore } from './dynalite.ts';
 import { countOpenIterators } from './level-iterators.ts';
+import { cacheTables } from './table-cache.ts';
 
 /**
  * LevelDB tables kept open at once (LevelDB's default is 1,000). An open table is memory-
@@ -25,5 +26,6 @@ export async function openStore(dataDir: string | undefined, createTableMs: numb
     }
     throw err;
   }
+  cacheTables(store);
   return Object.assign(store, { openIterators });
 }

@@ -22,6 +22,7 @@ import { inRegion, tableInRegion } from './region.ts';
 import type { RequestContext } from './request-context.ts';
 import type { StreamLog } from './streams/log.ts';
 import { type ViewType, viewTypes } from './streams/records.ts';
+import { withUncachedTables } from './table-cache.ts';
 
 const streamSpec = {
   types: {
@@ -67,7 +68,8 @@ export function createTables(store: Store, log: StreamLog, ttl: TtlOfTables) {
       join({ type: 'put', key: levelKeys.table(key), value }).then(() => cb(), cb);
     };
     const tableDb = Object.create(real, { put: { value: put } });
-    return runAction(operation, Object.create(store, { tableDb: { value: tableDb } }), data);
+    // UpdateTable and DeleteTable change the description they read before writing it: their own copy.
+    return runAction(operation, Object.create(withUncachedTables(store), { tableDb: { value: tableDb } }), data);
   }
 
   /** Adds the stream members DynamoDB reports on a table, with its ARNs in the client's region. */
