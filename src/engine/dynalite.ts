@@ -54,6 +54,8 @@ export interface MainDb {
   batch(ops: LevelOp[]): Promise<void>;
   put(key: string, value: unknown): Promise<void>;
   get(key: string): Promise<unknown>;
+  /** Values of many keys in one read (undefined where absent). */
+  getMany(keys: string[]): Promise<unknown[]>;
   values(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<unknown>;
   keys(options: { gt?: string; gte?: string; lt?: string; lte?: string; limit?: number; reverse?: boolean }): AsyncIterable<string>;
   close(cb?: Callback): Promise<void> | undefined;

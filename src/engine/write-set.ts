@@ -58,6 +58,8 @@ export class WriteSet {
   private readonly ops: LevelOp[] = [];
   private readonly changes: ItemChange[] = [];
   private readonly reads = new Map<string, Item | undefined>();
+  /** Items read ahead, all in one read, by a transaction holding their locks (they cannot change meanwhile). */
+  private readonly readAhead = new Map<string, Item | undefined>();
   private readonly tables = new Map<string, TableDescription>();
   /** Releases of the item locks taken by the running action (to free them if it throws). */
   private readonly held: (() => void)[] = [];
@@ -125,6 +127,18 @@ export class WriteSet {
     );
   }
 
+  /**
+   * Reads the items a transaction's actions will read, in one LevelDB read instead of one per
+   * action (each a trip to LevelDB's threads). Only under the items' locks, which the caller holds.
+   */
+  async readAheadItems(items: { tableName: string; key: string }[]) {
+    if (this.mode !== 'transaction' || items.length < 2) return;
+    const values = await this.real.db.getMany(items.map(({ tableName, key }) => levelKeys.item(tableName, key)));
+    for (const [i, { tableName, key }] of items.entries()) {
+      this.readAhead.set(readKey(tableName, key), (values[i] ?? undefined) as Item | undefined);
+    }
+  }
+
   /** The item as the action read it before deciding (for ReturnValuesOnConditionCheckFailure). */
   readItem(table: TableDescription, key: Item) {
     return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
@@ -177,15 +191,19 @@ export class WriteSet {
     const real = this.real.getItemDb(tableName);
     return {
       lock: this.mode === 'single' ? (key, exec) => this.lock(tableName, String(key), exec) : (_key, exec) => exec((done) => done),
-      get: (key, cb) =>
-        real.get(key, (err, item) => {
+      get: (key, cb) => {
+        const read = (err: Error | null | undefined, item: Item | undefined) => {
           if (err && err.name !== 'NotFoundError') return cb(err);
           this.reads.set(readKey(tableName, key), item ?? undefined);
           // A condition dynalite cannot evaluate on this item would throw inside its callback.
           // DynamoDB treats such a comparison as false: the condition fails.
           if (this.request && conditionThrows(this.request, item ?? undefined)) return cb(errors.conditionalCheckFailed());
           cb(null, item);
-        }),
+        };
+        const ahead = readKey(tableName, String(key));
+        if (this.readAhead.has(ahead)) process.nextTick(read, null, this.readAhead.get(ahead));
+        else real.get(key, read);
+      },
       put: (key, item, cb) => this.stageItem(tableName, key, item as Item, cb),
       del: (key, cb) => this.stageItem(tableName, key, undefined, cb),
       createValueStream: (options) => real.createValueStream(options),

@@ -102,6 +102,30 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
   });
 });
 
+describe.skipIf(onlyEmbedded)('a token looked up while the items are locked', () => {
+  test('a request already answered is answered again at once, also while another transaction holds its item', async () => {
+    const { engine, client } = await ownEngine({ lockWaitMs: Number.POSITIVE_INFINITY });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    await increment(client, name, 'answered');
+    const stall = engine.faults.inject({ operations: ['TransactWriteItems'], lockedLatencyMs: 600_000, times: 1 });
+    leftovers.push(() => stall.remove());
+    const holding = increment(client, name, 'holding');
+    await waitFor(() => engine.stats().locks.held === 1, { what: 'the other transaction holding the item' });
+    // Neither waits for the lock: the answered one is answered, the mismatched one refused.
+    await increment(client, name, 'answered');
+    expect((await failure(increment(client, name, 'answered', '5'))).name).toBe('IdempotentParameterMismatchException');
+    expect(engine.stats().tokens.inFlight).toBe(1);
+    stall.remove();
+    await holding;
+    expect(await counter(client, name)).toBe('2');
+    // Nothing was left locked by the requests that did not wait.
+    await increment(client, name, 'after');
+    expect(await counter(client, name)).toBe('3');
+    expect(engine.stats().locks.held).toBe(0);
+  });
+});
+
 describe('pruning beside transactions in flight', () => {
   /** A store's database, whose prune batches (they delete expiry entries) can be held back. */
   async function tokensOnStore() {

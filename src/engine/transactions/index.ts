@@ -117,27 +117,37 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   /** The actions of the request, or the refusal DynamoDB would give it. */
   const prepare = (data: Record<string, unknown>) => prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
 
-  /** Runs the transaction's actions; `alongside` (its token) is committed in the same batch as its writes. */
-  async function execute(data: Record<string, unknown>, actions: WriteAction[], context: RequestContext, alongside: LevelOp[] = []) {
+  /**
+   * Takes every item's lock and reads the items, the first steps of running the transaction
+   * (a request with a token takes them while its token is looked up).
+   */
+  async function lockAndRead(actions: WriteAction[], context: RequestContext) {
     const unlock = await lockAll(actions, context);
     try {
       const writeSet = new WriteSet(storage, 'transaction');
-      const reasons: (Reason | undefined)[] = [];
-      // Every condition is checked against the stored items before anything is written.
-      for (const action of actions) reasons.push(await evaluate(action, writeSet));
-      const asked = askedFor(data.ReturnConsumedCapacity);
-      const lines = throughput || asked ? writeUnitsOf(actions, writeSet) : undefined;
-      // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
-      if (lines) take('write', lines, actions.length);
-      if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
-      // Updates are measured once applied: the items they leave count toward the limit.
-      const bytes = writeSet.stagedItemBytes();
-      if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
-      await writeSet.commit(alongside);
-      return answer(lines, asked);
-    } finally {
+      await writeSet.readAheadItems(actions.map(({ table, lockKey }) => ({ tableName: table.TableName, key: lockKey })));
+      return { unlock, writeSet };
+    } catch (err) {
       unlock();
+      throw err;
     }
+  }
+
+  /** Runs the transaction's actions, its locks held; `alongside` (its token) is committed in the same batch as its writes. */
+  async function apply(data: Record<string, unknown>, actions: WriteAction[], writeSet: WriteSet, alongside: LevelOp[] = []) {
+    const reasons: (Reason | undefined)[] = [];
+    // Every condition is checked against the stored items before anything is written.
+    for (const action of actions) reasons.push(await evaluate(action, writeSet));
+    const asked = askedFor(data.ReturnConsumedCapacity);
+    const lines = throughput || asked ? writeUnitsOf(actions, writeSet) : undefined;
+    // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
+    if (lines) take('write', lines, actions.length);
+    if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
+    // Updates are measured once applied: the items they leave count toward the limit.
+    const bytes = writeSet.stagedItemBytes();
+    if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
+    await writeSet.commit(alongside);
+    return answer(lines, asked);
   }
 
   const answer = (lines: Line[] | undefined, asked: ReturnConsumedCapacity | undefined) =>
@@ -150,22 +160,59 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   async function write(body: Record<string, unknown>, context: RequestContext) {
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
-    if (!token) return execute(data, await prepare(data), context);
+    if (!token) {
+      const actions = await prepare(data);
+      const { unlock, writeSet } = await lockAndRead(actions, context);
+      try {
+        return await apply(data, actions, writeSet);
+      } finally {
+        unlock();
+      }
+    }
     const { ClientRequestToken: _, ...request } = body;
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
-    // The token is looked up while the actions are prepared (neither writes anything).
-    const [claimed, prepared] = await Promise.allSettled([tokens.claim(token, hash), prepare(data)]);
+    // The token is looked up while the actions are prepared and their items locked and read
+    // (none of which writes anything): the two reads of LevelDB overlap. A request whose token
+    // is in flight is refused before it waits for any lock, an answered one without waiting.
+    const prepared = prepare(data);
     // A request that is not valid is refused as such, whatever its token says (DynamoDB validates first).
-    if (prepared.status === 'rejected' && isValidationError(prepared.reason)) {
-      if (claimed.status === 'fulfilled' && 'release' in claimed.value) claimed.value.release();
-      throw prepared.reason;
-    }
-    if (claimed.status === 'rejected') throw claimed.reason;
-    const claim = claimed.value;
-    if ('result' in claim) return claim.result;
+    const invalid = () =>
+      prepared.then(
+        () => undefined,
+        (reason: unknown) => (isValidationError(reason) ? reason : undefined),
+      );
+    let reservation: Awaited<ReturnType<typeof tokens.reserve>>;
     try {
-      if (prepared.status === 'rejected') throw prepared.reason;
-      return await execute(data, prepared.value, context, claim.ops);
+      reservation = await tokens.reserve(token, hash);
+    } catch (err) {
+      throw (await invalid()) ?? err;
+    }
+    const locking = prepared.then(async (actions) => ({ actions, ...(await lockAndRead(actions, context)) }));
+    const unlockWhenLocked = () =>
+      void locking.then(
+        ({ unlock }) => unlock(),
+        () => undefined,
+      );
+    let claim: Awaited<ReturnType<typeof reservation.lookup>>;
+    try {
+      claim = await reservation.lookup();
+    } catch (err) {
+      unlockWhenLocked();
+      throw (await invalid()) ?? err;
+    }
+    if ('result' in claim) {
+      unlockWhenLocked();
+      const refusal = await invalid();
+      if (refusal) throw refusal;
+      return claim.result;
+    }
+    try {
+      const { actions, writeSet, unlock } = await locking;
+      try {
+        return await apply(data, actions, writeSet, claim.ops);
+      } finally {
+        unlock();
+      }
     } finally {
       claim.release();
     }
