@@ -201,7 +201,9 @@ export class WriteSet {
           cb(null, item);
         };
         const ahead = readKey(tableName, String(key));
-        if (this.readAhead.has(ahead)) process.nextTick(read, null, this.readAhead.get(ahead));
+        // Answered on a later turn of the event loop, as dynalite answers its reads: a transaction
+        // on an in-memory store must still let requests arriving meanwhile in (group commit batches them).
+        if (this.readAhead.has(ahead)) setImmediate(read, null, this.readAhead.get(ahead));
         else real.get(key, read);
       },
       put: (key, item, cb) => this.stageItem(tableName, key, item as Item, cb),

@@ -76,6 +76,30 @@ describe('group commit', () => {
     expect(await metric(off, 'runplane_event_group_commits_total')).toBe(0);
   });
 
+  test('on the embedded in-memory engine too, crowds of plain and of fenced appends are written in batches', async () => {
+    // Its reads answer without I/O: a transaction that never yielded to the event loop would be
+    // written before the next append was even read, and every batch would hold one append.
+    const embedded = await startTestServer({ env: { AWS_ENDPOINT_URL_DYNAMODB: undefined, RUNPLANE_IN_MEMORY: 'true' } as never });
+    const runId = await newRun(embedded);
+    const claimed = await embedded.gql('mutation($input: ClaimRunInput!) { claimRun(input: $input) { ... on RunClaim { token } } }', {
+      input: { runId, holder: 'w', ttlSeconds: 600 },
+    });
+    const fencingToken = claimed.data.claimRun.token as number;
+    const transactions = () => embedded.requests.filter((name) => name === 'TransactWriteItemsCommand').length;
+    for (const fenced of [false, true]) {
+      const before = transactions() + embedded.requests.filter((name) => name === 'PutCommand').length;
+      const results = await Promise.all(
+        range(48).map((i) =>
+          embedded.gql(APPEND, { input: { runId, type: 'step', payload: { i }, ...(fenced ? { fencingToken } : {}) } }),
+        ),
+      );
+      for (const r of results) expect(r.data?.appendEvent.__typename, JSON.stringify(r)).toBe('Event');
+      const writes = transactions() + embedded.requests.filter((name) => name === 'PutCommand').length - before;
+      expect(writes, fenced ? 'fenced' : 'plain').toBeLessThan(24);
+    }
+    expect(await storedSeqs(embedded, runId)).toEqual(range(96));
+  });
+
   test('two replicas on one table, each grouping its own writers: no seq twice, no append lost', async () => {
     const replica = await startTestServer({ table: api.table });
     const runId = await newRun(api);
