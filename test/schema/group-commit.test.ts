@@ -89,9 +89,7 @@ describe('group commit', () => {
     for (const fenced of [false, true]) {
       const before = transactions() + embedded.requests.filter((name) => name === 'PutCommand').length;
       const results = await Promise.all(
-        range(48).map((i) =>
-          embedded.gql(APPEND, { input: { runId, type: 'step', payload: { i }, ...(fenced ? { fencingToken } : {}) } }),
-        ),
+        range(48).map((i) => embedded.gql(APPEND, { input: { runId, type: 'step', payload: { i }, ...(fenced ? { fencingToken } : {}) } })),
       );
       for (const r of results) expect(r.data?.appendEvent.__typename, JSON.stringify(r)).toBe('Event');
       const writes = transactions() + embedded.requests.filter((name) => name === 'PutCommand').length - before;

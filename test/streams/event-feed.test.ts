@@ -100,7 +100,7 @@ describe('the event feed', () => {
     const topic = topics.events('default', runId);
     // A subscriber left open on the run (a dashboard), live from its end.
     const old = eventFeed({ hub, events: store, tenant: 'default', runId });
-    await waitFor(() => hub.endOf(topic) === 5, { what: 'the end read' });
+    await waitFor(() => hub.lastKnownEnd(topic) === 5, { what: 'the end read' });
     await appendEvent(api, runId);
     expect((await old.next()).value?.seq).toBe(6);
     // A row written behind the API comes by the stream alone: once it is here, so are the
@@ -122,7 +122,7 @@ describe('the event feed', () => {
     expect(await store.lastSeq('default', runId)).toBe(0);
     await newRun(api, { id: runId, budgetCap: 1 });
     const fresh = eventFeed({ hub, events: store, tenant: 'default', runId });
-    await waitFor(() => hub.endOf(topic) === 0, { what: 'the new run`s end read' });
+    await waitFor(() => hub.lastKnownEnd(topic) === 0, { what: 'the new run`s end read' });
     for (let i = 1; i <= 3; i++) expect((await appendEvent(api, runId))?.seq).toBe(i);
     expect(await take(fresh, 3)).toEqual([1, 2, 3]);
     await old.return?.();
