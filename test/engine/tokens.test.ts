@@ -124,6 +124,50 @@ describe.skipIf(onlyEmbedded)('a token looked up while the items are locked', ()
     expect(await counter(client, name)).toBe('3');
     expect(engine.stats().locks.held).toBe(0);
   });
+
+  test('a replay takes no lock: a write beside it is never refused, and a stall meant for a transaction does not meet it', async () => {
+    const { engine, client } = await ownEngine({ lockWaitMs: 0 });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    await increment(client, name, 'once');
+    const stall = engine.faults.inject({ operations: ['TransactWriteItems'], lockedLatencyMs: 600_000, times: 1 });
+    leftovers.push(() => stall.remove());
+    await increment(client, name, 'once');
+    expect(engine.stats().locks).toMatchObject({ held: 0, waiting: 0 });
+    stall.remove();
+    const put = (i: number) => client.send(new PutItemCommand({ TableName: name, Item: { ...key, n: { N: String(i) } } }));
+    for (let i = 0; i < 40; i++) await Promise.all([increment(client, name, 'once'), put(i)]);
+    expect(engine.stats().locks.conflicts).toBe(0);
+  });
+
+  test('a request refused before it runs (not valid, or its lock not granted) is answered, and the engine goes on', async () => {
+    // On disk the token's read is slower than preparing and locking: what fails first must not go unhandled.
+    const dataDir = mkdtempSync(join(tmpdir(), 'runplane-tokens-'));
+    leftovers.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const { engine, client } = await ownEngine({ dataDir, lockWaitMs: 0 });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    const twice = (token: string) =>
+      client.send(
+        new TransactWriteItemsCommand({
+          ClientRequestToken: token,
+          TransactItems: [
+            { Put: { TableName: name, Item: { ...key, n: { N: '1' } } } },
+            { ConditionCheck: { TableName: name, Key: key, ConditionExpression: 'attribute_not_exists(pk)' } },
+          ],
+        }),
+      );
+    for (let i = 0; i < 5; i++) expect((await failure(twice(`invalid-${i}`))).name).toBe('ValidationException');
+    const stall = engine.faults.inject({ operations: ['PutItem'], lockedLatencyMs: 600_000, times: 1 });
+    leftovers.push(() => stall.remove());
+    const held = client.send(new PutItemCommand({ TableName: name, Item: { ...key, n: { N: '0' } } }));
+    await waitFor(() => engine.stats().locks.held === 1, { what: 'a put holding the item' });
+    for (let i = 0; i < 5; i++) expect((await failure(increment(client, name, `refused-${i}`))).name).toBe('TransactionCanceledException');
+    stall.remove();
+    await held;
+    await increment(client, name, 'after');
+    expect(await counter(client, name)).toBe('1');
+  });
 });
 
 describe('pruning beside transactions in flight', () => {

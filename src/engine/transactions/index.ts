@@ -171,43 +171,32 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     }
     const { ClientRequestToken: _, ...request } = body;
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
-    // The token is looked up while the actions are prepared and their items locked and read
-    // (none of which writes anything): the two reads of LevelDB overlap. A request whose token
-    // is in flight is refused before it waits for any lock, an answered one without waiting.
+    // The token is looked up while the actions are prepared (neither writes anything). A request
+    // whose token is in flight is refused, and an answered one answered, without touching its
+    // items: only a transaction that is to run takes their locks.
     const prepared = prepare(data);
+    // Awaited below on every path that needs it; until then its refusal must not go unhandled.
+    prepared.catch(() => undefined);
     // A request that is not valid is refused as such, whatever its token says (DynamoDB validates first).
     const invalid = () =>
       prepared.then(
         () => undefined,
         (reason: unknown) => (isValidationError(reason) ? reason : undefined),
       );
-    let reservation: Awaited<ReturnType<typeof tokens.reserve>>;
+    let claim: Awaited<ReturnType<typeof tokens.claim>>;
     try {
-      reservation = await tokens.reserve(token, hash);
+      claim = await tokens.claim(token, hash);
     } catch (err) {
-      throw (await invalid()) ?? err;
-    }
-    const locking = prepared.then(async (actions) => ({ actions, ...(await lockAndRead(actions, context)) }));
-    const unlockWhenLocked = () =>
-      void locking.then(
-        ({ unlock }) => unlock(),
-        () => undefined,
-      );
-    let claim: Awaited<ReturnType<typeof reservation.lookup>>;
-    try {
-      claim = await reservation.lookup();
-    } catch (err) {
-      unlockWhenLocked();
       throw (await invalid()) ?? err;
     }
     if ('result' in claim) {
-      unlockWhenLocked();
       const refusal = await invalid();
       if (refusal) throw refusal;
       return claim.result;
     }
     try {
-      const { actions, writeSet, unlock } = await locking;
+      const actions = await prepared;
+      const { unlock, writeSet } = await lockAndRead(actions, context);
       try {
         return await apply(data, actions, writeSet, claim.ops);
       } finally {

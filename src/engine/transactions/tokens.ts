@@ -36,8 +36,8 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
   let pruned = 0;
 
   /**
-   * Takes the token for this request in memory (no read): another request with it waits for
-   * this one's end, or is refused at once.
+   * Takes the token for this request in memory (no read yet): another request with it is
+   * refused at once while this one runs.
    * @throws IdempotentParameterMismatchException for the same token with another request
    * @throws TransactionInProgressException while the same request is still running
    */
@@ -94,7 +94,11 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
     };
   }
 
-  /** `reserve`, then `lookup`. */
+  /**
+   * The token taken for this request, then read: an earlier result, or the ops recording it.
+   * @throws IdempotentParameterMismatchException for the same token with another request
+   * @throws TransactionInProgressException while the same request is still running
+   */
   async function claim(token: string, hash: string): Promise<Claim> {
     return (await reserve(token, hash)).lookup();
   }
@@ -142,5 +146,5 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
     return count;
   }
 
-  return { reserve, claim, prune, stats: () => ({ inFlight: pending.size, pruned }) };
+  return { claim, prune, stats: () => ({ inFlight: pending.size, pruned }) };
 }
