@@ -2,24 +2,24 @@ import { createRequire } from 'node:module';
 import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-import { filesOf, runOrder, type Tier, tierOf, tiers } from './test/tiers.ts';
+import { isWholeRun, projectsOf, runOrder, type Tier, tierOf } from './test/tiers.ts';
 
 const require = createRequire(import.meta.url);
 const root = import.meta.dirname;
 
-/** One project per tier (test/tiers.ts says which file is in which), all on the settings below. */
-const project = (name: Tier) => ({
+/** One project per tier, or one for all of them in `npm test` (test/tiers.ts says why), all on the settings below. */
+const projects = projectsOf(root, isWholeRun(process.env)).map(({ name, include }) => ({
   extends: true as const,
   test: {
     name,
-    include: filesOf(root, name),
-    // One engine per tier for its files, shared by them over real HTTP.
+    include,
+    // One engine per project for its files, shared by them over real HTTP.
     globalSetup: ['test/support/global-setup.ts'],
     // Files share a worker's modules (the server's import is most of a small file's cost); each
     // starts servers and processes of its own and stops them after itself.
     isolate: false,
   },
-});
+}));
 
 /** Files in test/tiers.ts's run order (vitest's own orders projects by name), each tier's in vitest's order. */
 class TiersInRunOrder extends BaseSequencer {
@@ -37,7 +37,7 @@ export default defineConfig({
   },
   test: {
     // `npm test` runs every tier; `npm run test:quick` the ones without processes, browsers or Redis.
-    projects: (Object.keys(tiers) as Tier[]).map(project),
+    projects,
     sequence: { sequencer: TiersInRunOrder },
     // Most files wait on servers and sockets, not on the CPU: more of them at once than cores.
     maxWorkers: 3,

@@ -6,7 +6,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { inProcessTiers, quickTiers, runOrder, testFiles, tierOf, tiers } from './tiers.ts';
+import { inProcessTiers, isWholeRun, projectsOf, quickTiers, runOrder, testFiles, tierOf, tiers } from './tiers.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -76,6 +76,18 @@ describe('test tiers', () => {
     const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
     expect(scripts.test).toBe('vitest run');
     expect(scripts['test:quick']).toBe(`vitest run ${quickTiers.map((tier) => `--project ${tier}`).join(' ')}`);
+  });
+
+  test('npm test is one project of every test file; vitest alone and npm run test:quick see the tiers', () => {
+    expect(isWholeRun({ npm_lifecycle_event: 'test' })).toBe(true);
+    expect(isWholeRun({ npm_lifecycle_event: 'test:quick' })).toBe(false);
+    expect(isWholeRun({})).toBe(false);
+    const whole = projectsOf(root, true);
+    expect(whole.map((p) => p.name)).toEqual(['all']);
+    expect([...(whole[0]?.include ?? [])].sort()).toEqual(files);
+    const tiered = projectsOf(root, false);
+    expect(tiered.map((p) => p.name)).toEqual(Object.keys(tiers));
+    expect(tiered.flatMap((p) => p.include).sort()).toEqual(files);
   });
 
   test('no support module registers a hook when it is imported', () => {

@@ -104,3 +104,17 @@ export function testFiles(root: string): string[] {
 
 /** The test files of one tier, as vitest's `include` takes them. */
 export const filesOf = (root: string, tier: Tier) => testFiles(root).filter((file) => tierOf(file) === tier);
+
+/**
+ * Whether the run is `npm test` (npm names the script it runs): then every tier is one vitest
+ * project. A worker keeps the modules it imported only within a project: as a project each,
+ * every tier's workers would import the server's modules again.
+ */
+export const isWholeRun = (env: Record<string, string | undefined>) => env.npm_lifecycle_event === 'test';
+
+/** The vitest projects, by name with their files: one for a whole run, else one per tier. */
+export function projectsOf(root: string, whole: boolean): { name: string; include: string[] }[] {
+  const all = Object.keys(tiers) as Tier[];
+  if (whole) return [{ name: 'all', include: all.flatMap((tier) => filesOf(root, tier)) }];
+  return all.map((tier) => ({ name: tier, include: filesOf(root, tier) }));
+}
