@@ -83,15 +83,6 @@ export class Hub {
   }
 
   /** Where the run's events end as known here (see above), or undefined when it must be read. */
-  /**
-   * The end as last read or moved on, trusted or not, once no read of it is under way: what a
-   * test waits on (on a slow machine the trust may run out before the test looks).
-   */
-  lastKnownEnd(topic: string) {
-    const known = this.topics.get(topic);
-    return known && !known.reading ? known.end : undefined;
-  }
-
   endOf(topic: string) {
     const known = this.topics.get(topic);
     return known && this.now() - known.readAt <= END_TRUSTED_MS ? known.end : undefined;

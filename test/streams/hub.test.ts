@@ -86,21 +86,6 @@ describe('the end of a run, as the hub knows it', () => {
     expect(first.got).toEqual([3, 6, 8, 7]);
   });
 
-  test('the end last known, for a test to wait on: kept past its trust, not while a read is under way', async () => {
-    const { hub, clock } = hubOnClock();
-    const first = listener();
-    hub.subscribe(topic, first);
-    const { read, pending } = tableRead();
-    const reading = hub.endFor(topic, first, read);
-    expect(hub.lastKnownEnd(topic)).toBeUndefined();
-    pending[0]?.resolve(5);
-    await reading;
-    expect(hub.lastKnownEnd(topic)).toBe(5);
-    clock.now += END_TRUSTED_MS + 1;
-    expect(hub.endOf(topic)).toBeUndefined();
-    expect(hub.lastKnownEnd(topic)).toBe(5);
-  });
-
   test('one read for those starting together; a read that fails fails its own listener, the others read again', async () => {
     const { hub } = hubOnClock();
     const listeners = [listener(), listener(), listener()];
