@@ -6,6 +6,8 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -121,6 +123,35 @@ describe.skipIf(onlyEmbedded)('the TTL sweeper', () => {
   const leftovers: (() => Promise<void>)[] = [];
   afterEach(async () => {
     await Promise.all(leftovers.splice(0).map((dispose) => dispose()));
+  });
+
+  test('an item a write holds past the lock wait is left for the next sweep; the others are deleted', async () => {
+    const clock = manualClock();
+    const { engine, client } = await ownEngine({ now: clock.now, ttlDeleteDelayMs: 0, ttlSweepIntervalMs: 3_600_000, lockWaitMs: 200 });
+    leftovers.push(() => engine.close());
+    const { name } = await createTestTable(client, { stream: false });
+    await enableTtl(client, name);
+    const expired = { N: String(Math.floor(clock.now() / 1000) - 10) };
+    for (const sk of ['a', 'b', 'c'])
+      await client.send(new PutItemCommand({ TableName: name, Item: { pk: { S: 'p' }, sk: { S: sk }, expiresAt: expired } }));
+    clock.advance(1_000);
+    const stall = engine.faults.inject({ operations: ['UpdateItem'], lockedLatencyMs: 600_000, times: 1 });
+    leftovers.push(async () => stall.remove());
+    const held = client.send(
+      new UpdateItemCommand({
+        TableName: name,
+        Key: { pk: { S: 'p' }, sk: { S: 'b' } },
+        UpdateExpression: 'SET x = :x',
+        ExpressionAttributeValues: { ':x': { N: '1' } },
+      }),
+    );
+    await waitFor(() => engine.stats().locks.held === 1, { what: 'the update holding b' });
+    expect(await engine.control.sweepTtl()).toBe(2);
+    stall.remove();
+    await held;
+    expect(await engine.control.sweepTtl()).toBe(1);
+    const { Count } = await client.send(new ScanCommand({ TableName: name, Select: 'COUNT' }));
+    expect(Count).toBe(0);
   });
 
   test('deletes items past their expiry plus the delay, as REMOVE records done by the service', async () => {

@@ -29,8 +29,12 @@ export function createSweeper({ db, settings, write, now, deleteDelayMs }: Sweep
   let itemsTouched = 0;
   let itemsDeleted = 0;
 
-  /** Deletes one due item if its expiry is still the one indexed; `false` when its table is gone. */
-  async function expire(table: string, attributeName: string, entry: IndexEntry) {
+  /**
+   * Deletes one due item if its expiry is still the one indexed: 'done' (deleted, or its entry
+   * stale), 'busy' (a write held the item past the lock wait: left for the next sweep), or
+   * 'gone' when its table is.
+   */
+  async function expire(table: string, attributeName: string, entry: IndexEntry): Promise<'done' | 'busy' | 'gone'> {
     itemsTouched++;
     try {
       await write(
@@ -46,13 +50,14 @@ export function createSweeper({ db, settings, write, now, deleteDelayMs }: Sweep
         { byTtl: true },
       );
       itemsDeleted++;
-      return true;
+      return 'done';
     } catch (err) {
-      if (err instanceof EngineError && err.code === 'ResourceNotFoundException') return false;
+      if (err instanceof EngineError && err.code === 'ResourceNotFoundException') return 'gone';
+      if (err instanceof EngineError && err.code === 'TransactionConflictException') return 'busy';
       if (!isConditionalFailure(err)) throw err;
       // Renewed or gone since it was indexed: the entry is stale (its writer removed it, or raced an indexing batch).
       await db.batch([{ type: 'del', key: indexKey(table, entry.expiresAt, entry.itemKey) }]);
-      return true;
+      return 'done';
     }
   }
 
@@ -60,11 +65,18 @@ export function createSweeper({ db, settings, write, now, deleteDelayMs }: Sweep
   async function sweepTable(table: string, attributeName: string) {
     const before = itemsDeleted;
     const at = now();
-    const range = { gte: indexBound(table, at - FIVE_YEARS_MS), lt: indexBound(table, at - deleteDelayMs + 1), limit: SWEEP_BATCH };
+    const lt = indexBound(table, at - deleteDelayMs + 1);
+    // Past the entries left for the next sweep (a batch of them alone would be read again and again).
+    let after: string | undefined;
     for (let full = true; full; ) {
+      const range = after === undefined ? { gte: indexBound(table, at - FIVE_YEARS_MS), lt } : { gt: after, lt };
       const due: IndexEntry[] = [];
-      for await (const value of db.values(range)) due.push(value as IndexEntry);
-      for (const entry of due) if (!(await expire(table, attributeName, entry))) return itemsDeleted - before;
+      for await (const value of db.values({ ...range, limit: SWEEP_BATCH })) due.push(value as IndexEntry);
+      for (const entry of due) {
+        const outcome = await expire(table, attributeName, entry);
+        if (outcome === 'gone') return itemsDeleted - before;
+        if (outcome === 'busy') after = indexKey(table, entry.expiresAt, entry.itemKey);
+      }
       full = due.length === SWEEP_BATCH;
     }
     return itemsDeleted - before;
