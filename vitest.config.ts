@@ -8,7 +8,7 @@ const require = createRequire(import.meta.url);
 const root = import.meta.dirname;
 
 /** One project per tier, or one for all of them in `npm test` (test/tiers.ts says why), all on the settings below. */
-const projects = projectsOf(root, isWholeRun(process.env)).map(({ name, include }) => ({
+const projects = projectsOf(root, isWholeRun(process.env, process.argv)).map(({ name, include }) => ({
   extends: true as const,
   test: {
     name,

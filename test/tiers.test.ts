@@ -82,6 +82,8 @@ describe('test tiers', () => {
     expect(isWholeRun({ npm_lifecycle_event: 'test' })).toBe(true);
     expect(isWholeRun({ npm_lifecycle_event: 'test:quick' })).toBe(false);
     expect(isWholeRun({})).toBe(false);
+    expect(isWholeRun({ npm_lifecycle_event: 'test' }, ['node', 'vitest', 'run', '--project', 'e2e'])).toBe(false);
+    expect(isWholeRun({ npm_lifecycle_event: 'test' }, ['node', 'vitest', 'run', '--project=e2e'])).toBe(false);
     const whole = projectsOf(root, true);
     expect(whole.map((p) => p.name)).toEqual(['all']);
     expect([...(whole[0]?.include ?? [])].sort()).toEqual(files);

@@ -106,11 +106,13 @@ export function testFiles(root: string): string[] {
 export const filesOf = (root: string, tier: Tier) => testFiles(root).filter((file) => tierOf(file) === tier);
 
 /**
- * Whether the run is `npm test` (npm names the script it runs): then every tier is one vitest
- * project. A worker keeps the modules it imported only within a project: as a project each,
- * every tier's workers would import the server's modules again.
+ * Whether the run is `npm test` (npm names the script it runs) and names no project (`npm test --
+ * --project e2e` still picks a tier): then every tier is one vitest project. A worker keeps the
+ * modules it imported only within a project: as a project each, every tier's workers would
+ * import the server's modules again.
  */
-export const isWholeRun = (env: Record<string, string | undefined>) => env.npm_lifecycle_event === 'test';
+export const isWholeRun = (env: Record<string, string | undefined>, argv: readonly string[] = []) =>
+  env.npm_lifecycle_event === 'test' && !argv.some((arg) => arg === '--project' || arg.startsWith('--project='));
 
 /** The vitest projects, by name with their files: one for a whole run, else one per tier. */
 export function projectsOf(root: string, whole: boolean): { name: string; include: string[] }[] {
