@@ -108,7 +108,9 @@ export function cacheTables(store: Store): TableCache {
     const table = kept.get(name);
     // A table being created or deleted is not found by a status-checking reader: dynalite says so.
     if (table && !(checking && inUse(table))) {
-      process.nextTick(callback, null, table);
+      // On a later turn of the event loop, as dynalite's own read answered: requests arriving
+      // meanwhile get in between (contended writers, as under the lease load, keep their turns).
+      setImmediate(callback, null, table);
       return;
     }
     const from = generation;
