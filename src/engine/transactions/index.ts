@@ -117,37 +117,28 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   /** The actions of the request, or the refusal DynamoDB would give it. */
   const prepare = (data: Record<string, unknown>) => prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
 
-  /**
-   * Takes every item's lock and reads the items, the first steps of running the transaction
-   * (a request with a token takes them while its token is looked up).
-   */
-  async function lockAndRead(actions: WriteAction[], context: RequestContext) {
+  /** Runs the transaction's actions; `alongside` (its token) is committed in the same batch as its writes. */
+  async function execute(data: Record<string, unknown>, actions: WriteAction[], context: RequestContext, alongside: LevelOp[] = []) {
     const unlock = await lockAll(actions, context);
     try {
       const writeSet = new WriteSet(storage, 'transaction');
       await writeSet.readAheadItems(actions.map(({ table, lockKey }) => ({ tableName: table.TableName, key: lockKey })));
-      return { unlock, writeSet };
-    } catch (err) {
+      const reasons: (Reason | undefined)[] = [];
+      // Every condition is checked against the stored items before anything is written.
+      for (const action of actions) reasons.push(await evaluate(action, writeSet));
+      const asked = askedFor(data.ReturnConsumedCapacity);
+      const lines = throughput || asked ? writeUnitsOf(actions, writeSet) : undefined;
+      // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
+      if (lines) take('write', lines, actions.length);
+      if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
+      // Updates are measured once applied: the items they leave count toward the limit.
+      const bytes = writeSet.stagedItemBytes();
+      if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
+      await writeSet.commit(alongside);
+      return answer(lines, asked);
+    } finally {
       unlock();
-      throw err;
     }
-  }
-
-  /** Runs the transaction's actions, its locks held; `alongside` (its token) is committed in the same batch as its writes. */
-  async function apply(data: Record<string, unknown>, actions: WriteAction[], writeSet: WriteSet, alongside: LevelOp[] = []) {
-    const reasons: (Reason | undefined)[] = [];
-    // Every condition is checked against the stored items before anything is written.
-    for (const action of actions) reasons.push(await evaluate(action, writeSet));
-    const asked = askedFor(data.ReturnConsumedCapacity);
-    const lines = throughput || asked ? writeUnitsOf(actions, writeSet) : undefined;
-    // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
-    if (lines) take('write', lines, actions.length);
-    if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
-    // Updates are measured once applied: the items they leave count toward the limit.
-    const bytes = writeSet.stagedItemBytes();
-    if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
-    await writeSet.commit(alongside);
-    return answer(lines, asked);
   }
 
   const answer = (lines: Line[] | undefined, asked: ReturnConsumedCapacity | undefined) =>
@@ -160,15 +151,7 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   async function write(body: Record<string, unknown>, context: RequestContext) {
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
-    if (!token) {
-      const actions = await prepare(data);
-      const { unlock, writeSet } = await lockAndRead(actions, context);
-      try {
-        return await apply(data, actions, writeSet);
-      } finally {
-        unlock();
-      }
-    }
+    if (!token) return execute(data, await prepare(data), context);
     const { ClientRequestToken: _, ...request } = body;
     const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
     // The token is looked up while the actions are prepared (neither writes anything). A request
@@ -195,13 +178,7 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
       return claim.result;
     }
     try {
-      const actions = await prepared;
-      const { unlock, writeSet } = await lockAndRead(actions, context);
-      try {
-        return await apply(data, actions, writeSet, claim.ops);
-      } finally {
-        unlock();
-      }
+      return await execute(data, await prepared, context, claim.ops);
     } finally {
       claim.release();
     }

@@ -36,12 +36,10 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
   let pruned = 0;
 
   /**
-   * Takes the token for this request in memory (no read yet): another request with it is
-   * refused at once while this one runs.
    * @throws IdempotentParameterMismatchException for the same token with another request
    * @throws TransactionInProgressException while the same request is still running
    */
-  async function reserve(token: string, hash: string) {
+  async function claim(token: string, hash: string): Promise<Claim> {
     // A token being pruned is used again only once the prune's deletes have landed.
     for (let busy = pruning.get(token); busy; busy = pruning.get(token)) await busy;
     const running = pending.get(token);
@@ -61,46 +59,28 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
       released = true;
       pending.delete(token);
     };
+    let stored: StoredToken | undefined;
+    try {
+      stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
+    } catch (err) {
+      release();
+      throw err;
+    }
+    // A token past its window is forgotten, as if it had been pruned already.
+    if (stored && now() - stored.at < TOKEN_TTL_MS) {
+      release();
+      if (stored.hash !== hash) throw errors.idempotentParameterMismatch();
+      return { result: stored.result };
+    }
+    const at = now();
+    const value: StoredToken = { hash, at, result: {} };
     return {
+      ops: [
+        { type: 'put', key: tokenKey(token), value },
+        { type: 'put', key: expiryKey(at, token), value: { token, at } },
+      ],
       release,
-      /**
-       * What the token says, once read: an earlier result, or the ops that record it with this transaction.
-       * @throws IdempotentParameterMismatchException when it was used by another request
-       */
-      async lookup(): Promise<Claim> {
-        let stored: StoredToken | undefined;
-        try {
-          stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
-        } catch (err) {
-          release();
-          throw err;
-        }
-        // A token past its window is forgotten, as if it had been pruned already.
-        if (stored && now() - stored.at < TOKEN_TTL_MS) {
-          release();
-          if (stored.hash !== hash) throw errors.idempotentParameterMismatch();
-          return { result: stored.result };
-        }
-        const at = now();
-        const value: StoredToken = { hash, at, result: {} };
-        return {
-          ops: [
-            { type: 'put', key: tokenKey(token), value },
-            { type: 'put', key: expiryKey(at, token), value: { token, at } },
-          ],
-          release,
-        };
-      },
     };
-  }
-
-  /**
-   * The token taken for this request, then read: an earlier result, or the ops recording it.
-   * @throws IdempotentParameterMismatchException for the same token with another request
-   * @throws TransactionInProgressException while the same request is still running
-   */
-  async function claim(token: string, hash: string): Promise<Claim> {
-    return (await reserve(token, hash)).lookup();
   }
 
   /**
