@@ -23,7 +23,7 @@ import { type Mask, withoutHttpStatus } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
 import type { Sessions } from './sessions.ts';
 import { keepSocketsHonest, leavesTooMuchUnread, waitForRoom } from './socket-liveness.ts';
-import { deliverOverSocket } from './subscriptions/index.ts';
+import { deliverOverSocket, ownResults } from './subscriptions/index.ts';
 import type { YogaServer } from './yoga.ts';
 
 /** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
@@ -49,6 +49,8 @@ export interface WebSocketDeps {
   limits: Limits;
   log: Logger;
   browsers: BrowserPolicy;
+  /** envelop plugins after the server's own. */
+  plugins?: readonly unknown[];
 }
 
 /** What graphql-ws hands every hook beside its context: the socket and the request that opened it. */
@@ -191,7 +193,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args),
       // A subscription's results are written by socket-frames.ts (one serialization for every
       // subscriber sharing a result); graphql-ws keeps the operation through the handle it returns.
-      onOperation: (ctx, id, _payload, _args, result) => {
+      onOperation: (ctx, id, _payload, args, result) => {
         const socket = ctx.extra.socket;
         const session = sessionsBySocket.get(socket);
         const release = session?.places.get(id);
@@ -207,6 +209,8 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           mask: deps.mask,
           sendBuffer: session.connection.sendBuffer,
           release,
+          // Plugins of the server's user may have per-result hooks: then every result passes them.
+          own: deps.plugins?.length ? undefined : ownResults(args.contextValue),
         });
       },
       onComplete: (ctx, id) => giveBack(ctx.extra.socket, id),

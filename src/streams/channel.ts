@@ -25,6 +25,8 @@ export class Channel<T> extends Pullable<T> {
   private wasFull = false;
   private ending = false;
   private cancelRoomWait: (() => void) | undefined;
+  /** Where an item pushed while the consumer waits goes first (deliverTo). */
+  private sink: ((item: T) => boolean) | undefined;
 
   constructor(private readonly options: ChannelOptions<T>) {
     super(options.onClose);
@@ -44,6 +46,11 @@ export class Channel<T> extends Pullable<T> {
       return false;
     }
     if (this.waiting) {
+      // Written by the consumer's sink at once, its waiting next() left pending: no promise per item.
+      if (this.sink?.(item)) {
+        if (size > 0) this.options.sendBuffer?.release(size);
+        return true;
+      }
       this.handed = size;
       this.hand(item);
       return true;
@@ -62,6 +69,16 @@ export class Channel<T> extends Pullable<T> {
     this.wasFull = true;
     this.refusedSize = 1;
     this.drained();
+  }
+
+  /**
+   * Items pushed while the consumer is waiting in next() go to `sink` first, synchronously, in
+   * order; one it declines (false) is handed to the waiting next() as usual, and items pushed
+   * while the consumer is busy with it are queued. The sink holds what it writes in the send
+   * buffer itself: the item's own size is released once the sink has taken it.
+   */
+  deliverTo(sink: (item: T) => boolean) {
+    this.sink = sink;
   }
 
   /** Ends the stream: the consumer gets what is queued, then done (server shutdown). */

@@ -12,12 +12,17 @@
 import { DONE } from '../lib/iteration.ts';
 
 /** What a feed returns: any async iterator; one that can tell when it has closed is passed through. */
-export type Source<T> = AsyncIterableIterator<T> & { whenClosed?(then: () => void): void };
+export type Source<T> = AsyncIterableIterator<T> & {
+  whenClosed?(then: () => void): void;
+  /** Takes items at once while the consumer waits, where the source can (a feed's channel: Channel.deliverTo). */
+  deliverTo?(sink: (item: T) => boolean): void;
+};
 
 class Lazy<T> implements AsyncIterableIterator<T> {
   private source: Source<T> | undefined;
   private untrack: (() => void) | undefined;
   private finished = false;
+  private sink: ((item: T) => boolean) | undefined;
 
   constructor(
     private readonly create: () => Source<T>,
@@ -30,6 +35,7 @@ class Lazy<T> implements AsyncIterableIterator<T> {
       this.source = source;
       this.untrack = this.track?.(source);
       source.whenClosed?.(this.finish.bind(this));
+      if (this.sink) source.deliverTo?.(this.sink);
     }
     return this.source;
   }
@@ -38,6 +44,12 @@ class Lazy<T> implements AsyncIterableIterator<T> {
     this.finished = true;
     this.untrack?.();
     this.untrack = undefined;
+  }
+
+  /** Passed on to the source (once it is created). */
+  deliverTo(sink: (item: T) => boolean) {
+    this.sink = sink;
+    this.source?.deliverTo?.(sink);
   }
 
   next(): Promise<IteratorResult<T>> {
@@ -61,6 +73,6 @@ class Lazy<T> implements AsyncIterableIterator<T> {
   }
 }
 
-export function lazily<T>(create: () => Source<T>, track?: (source: Source<T>) => () => void): AsyncIterableIterator<T> {
+export function lazily<T>(create: () => Source<T>, track?: (source: Source<T>) => () => void): Source<T> {
   return new Lazy(create, track);
 }

@@ -10,6 +10,7 @@ import type { Plugin } from 'graphql-yoga';
 import { attached } from '../../lib/attached.ts';
 import { DONE } from '../../lib/iteration.ts';
 import type { Context } from '../../schema/context.ts';
+import type { Source } from '../../streams/lazy.ts';
 import { type Mask, withoutHttpStatus } from '../errors.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -65,12 +66,12 @@ export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Resu
  * of every event it gets), return() straight to the feed, so an idle feed closes at once. A
  * class: every idle subscriber holds one.
  */
-class Results implements AsyncIterableIterator<ExecutionResult> {
+export class Results implements AsyncIterableIterator<ExecutionResult> {
   private readonly step: (item: IteratorResult<unknown>) => IteratorResult<ExecutionResult> | Promise<IteratorResult<ExecutionResult>>;
 
   constructor(
-    private readonly source: AsyncIterator<unknown>,
-    execute: (payload: unknown) => Result,
+    private readonly source: AsyncIterator<unknown> & Pick<Source<unknown>, 'deliverTo'>,
+    private readonly execute: (payload: unknown) => Result,
   ) {
     this.step = (item) => {
       if (item.done) return DONE;
@@ -89,6 +90,26 @@ class Results implements AsyncIterableIterator<ExecutionResult> {
     return this.source.next().then(this.step);
   }
 
+  /**
+   * Results written by `write` as their events arrive while next() waits, without a promise per
+   * event (the live stage of a socket: see socket-frames.ts). An event whose result is not ready
+   * at once (a resolver that awaits), or that `write` declines, goes to the waiting next() as
+   * usual. False when the source cannot (it is no feed's channel).
+   */
+  deliverTo(write: (result: ExecutionResult) => boolean): boolean {
+    if (!this.source.deliverTo) return false;
+    this.source.deliverTo((payload) => {
+      let result: Result;
+      try {
+        result = this.execute(payload);
+      } catch {
+        return false;
+      }
+      return !(result instanceof Promise) && write(result);
+    });
+    return true;
+  }
+
   async return() {
     await this.source.return?.();
     return DONE;
@@ -104,10 +125,22 @@ class Results implements AsyncIterableIterator<ExecutionResult> {
   }
 }
 
+/** A subscription's own results, by its context (one per operation), before envelop's hooks wrap them. */
+const resultsByContext = new WeakMap<object, Results>();
+
+/**
+ * The results of the subscription whose context is `contextValue`, as made here: what envelop's
+ * per-result hooks wrap (yoga's masking among them, which resultJson does alike).
+ */
+export const ownResults = (contextValue: unknown) =>
+  typeof contextValue === 'object' && contextValue !== null ? resultsByContext.get(contextValue) : undefined;
+
 async function subscribeShared(args: ExecutionArgs) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  return new Results(stream[Symbol.asyncIterator](), sharedExecution(args));
+  const results = new Results(stream[Symbol.asyncIterator](), sharedExecution(args));
+  if (typeof args.contextValue === 'object' && args.contextValue !== null) resultsByContext.set(args.contextValue, results);
+  return results;
 }
 
 export const sharedDelivery: Plugin<Context> = {

@@ -19,7 +19,7 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
 import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
-import { resultJson } from './shared-execution.ts';
+import { type Results, resultJson } from './shared-execution.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
@@ -51,6 +51,11 @@ export interface SocketSubscription {
   sendBuffer: SendBuffer;
   /** Gives the subscription's place back (caps per connection and tenant), however it ends. */
   release: () => void;
+  /**
+   * The subscription's own results under envelop's wrapping of `results`, when no per-result
+   * hook but yoga's masking (which resultJson does alike) is on them: written from the live stage.
+   */
+  own?: Results;
 }
 
 const isOpen = (socket: WebSocket) => socket.readyState === socket.OPEN;
@@ -62,23 +67,38 @@ const isOpen = (socket: WebSocket) => socket.readyState === socket.OPEN;
  */
 export function deliverOverSocket(
   results: AsyncIterable<ExecutionResult>,
-  { socket, raw, id, mask, sendBuffer, release }: SocketSubscription,
+  { socket, raw, id, mask, sendBuffer, release, own }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
   const head = nextFrameHead(id);
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
+  const write = (result: ExecutionResult) => {
+    const frame = nextFrameAfter(head, resultJson(result, mask));
+    const bytes = frame.length;
+    sendBuffer.hold(bytes);
+    corked(raw);
+    socket.send(frame, () => sendBuffer.release(bytes));
+  };
+  // The live stage: while the loop below waits, each event's result is written as the feed takes
+  // it, in the feed's turn (no promise or loop step per event and subscriber). What it declines
+  // (not ready at once, or not writable now) reaches the loop, in order.
+  own?.deliverTo((result) => {
+    if (stopped || !isOpen(socket)) return false;
+    try {
+      write(result);
+    } catch {
+      return false;
+    }
+    return true;
+  });
   const delivered = (async () => {
     try {
       for (;;) {
         // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
         const item = await source.next();
         if (item.done || stopped || !isOpen(socket)) break;
-        const frame = nextFrameAfter(head, resultJson(item.value, mask));
-        const bytes = frame.length;
-        sendBuffer.hold(bytes);
-        corked(raw);
-        socket.send(frame, () => sendBuffer.release(bytes));
+        write(item.value);
       }
     } catch (err) {
       // A reader that went away mid-write is an ordinary end, not a failure to report.
