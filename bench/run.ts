@@ -265,6 +265,9 @@ async function contendedSection(rows: Row[], results: Results) {
   const on = await startServerProcess({});
   const off = await startServerProcess({ RUNPLANE_GROUP_COMMIT: 'false' });
   try {
+    // Unmeasured: the first shape measured two cold servers (the lone writer's guard read 0.84x
+    // in such runs, 0.94x-1.15x warm).
+    await contendedAppends([on, off], 8, 1, 2000);
     for (const [clients, runs] of shapes) {
       const [grouped, alone] = await contendedAppends([on, off], clients, runs, CONTENTION_MS);
       contention.push({ groupCommit: grouped, withoutGroupCommit: alone });
