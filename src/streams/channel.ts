@@ -47,7 +47,9 @@ export class Channel<T> extends Pullable<T> {
     }
     if (this.waiting) {
       // Written by the consumer's sink at once, its waiting next() left pending: no promise per item.
-      if (this.sink?.(item)) {
+      const taken = this.sink?.(item);
+      // Taken, or the sink ended the stream as it declined: either way nobody holds the item's room.
+      if (taken || this.done) {
         if (size > 0) this.options.sendBuffer?.release(size);
         return true;
       }

@@ -8,6 +8,7 @@ import type { Plugin } from 'graphql-yoga';
 import { afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import WebSocket from 'ws';
 import { Results } from '../../src/http/subscriptions/shared-execution.ts';
+import { metric } from '../support/metrics.ts';
 import { appendEvent, newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
@@ -89,5 +90,33 @@ describe('the live stage', () => {
     expect(frames[0]).toHaveLength(payloads.length);
     expect(frames[0]).toEqual(frames[1]);
     expect(frames[0]?.map((frame) => JSON.parse(frame).payload.data.runEvents.payload)).toEqual(payloads);
+  });
+
+  test('a frame the socket refuses to take holds nothing in the send buffer, and the event still comes, once', async () => {
+    const runId = await newRun(staged);
+    const next = vi.spyOn(Results.prototype, 'next');
+    const subscriber = await rawSubscriber(staged, 's', EVENTS, { runId, after: 0 });
+    await waitFor(() => next.mock.calls.length >= 1, { what: 'the subscription started' });
+    // The server's ws refuses the first next frame once (a fault in the real socket): the stage
+    // declines the event, and the loop writes it.
+    const send = WebSocket.prototype.send;
+    let refused = 0;
+    vi.spyOn(WebSocket.prototype, 'send').mockImplementation(function (this: WebSocket, ...args: Parameters<WebSocket['send']>) {
+      if (refused === 0 && String(args[0]).includes('"type":"next"')) {
+        refused++;
+        throw new Error('refused');
+      }
+      return send.apply(this, args);
+    });
+    await appendEvent(staged, runId, { payload: { n: 1 } });
+    await waitFor(() => subscriber.nexts().length >= 1, { what: 'the event' });
+    vi.mocked(WebSocket.prototype.send).mockRestore();
+    await appendEvent(staged, runId, { payload: { n: 2 } });
+    await waitFor(() => subscriber.nexts().length >= 2, { what: 'the next event' });
+    expect(refused).toBe(1);
+    expect(subscriber.nexts().map((frame) => JSON.parse(frame).payload.data.runEvents.seq)).toEqual([1, 2]);
+    await waitFor(async () => (await metric(staged.url, 'runplane_send_buffered_bytes')) === 0, { what: 'the send buffer empty' });
+    subscriber.close();
+    expect(next).toHaveBeenCalled();
   });
 });

@@ -12,6 +12,19 @@ import { SendBuffer } from '../../src/streams/send-buffer.ts';
 const sized = (sendBuffer: SendBuffer) => new Channel<number>({ capacity: 10, sendBuffer, sizeOf: () => 100 });
 
 describe('a channel with a sink', () => {
+  test('a sink that ends the stream as it declines leaves nothing held in the send buffer', async () => {
+    const sendBuffer = new SendBuffer(1000);
+    const channel = sized(sendBuffer);
+    channel.deliverTo(() => {
+      void channel.return();
+      return false;
+    });
+    const waiting = channel.next();
+    expect(channel.push(1)).toBe(true);
+    expect(sendBuffer.bytes).toBe(0);
+    expect(await waiting).toEqual({ done: true, value: undefined });
+  });
+
   test('takes what is pushed while the consumer waits, synchronously, its next() left pending', async () => {
     const sendBuffer = new SendBuffer(1000);
     const channel = sized(sendBuffer);

@@ -94,11 +94,11 @@ export class Results implements AsyncIterableIterator<ExecutionResult> {
    * Results written by `write` as their events arrive while next() waits, without a promise per
    * event (the live stage of a socket: see socket-frames.ts). An event whose result is not ready
    * at once (a resolver that awaits), or that `write` declines, goes to the waiting next() as
-   * usual. False when the source cannot (it is no feed's channel).
+   * usual. A source that cannot (no feed's channel underneath) ignores it: every result then
+   * goes through next().
    */
-  deliverTo(write: (result: ExecutionResult) => boolean): boolean {
-    if (!this.source.deliverTo) return false;
-    this.source.deliverTo((payload) => {
+  deliverTo(write: (result: ExecutionResult) => boolean) {
+    this.source.deliverTo?.((payload) => {
       let result: Result;
       try {
         result = this.execute(payload);
@@ -107,7 +107,6 @@ export class Results implements AsyncIterableIterator<ExecutionResult> {
       }
       return !(result instanceof Promise) && write(result);
     });
-    return true;
   }
 
   async return() {

@@ -78,7 +78,13 @@ export function deliverOverSocket(
     const bytes = frame.length;
     sendBuffer.hold(bytes);
     corked(raw);
-    socket.send(frame, () => sendBuffer.release(bytes));
+    try {
+      socket.send(frame, () => sendBuffer.release(bytes));
+    } catch (err) {
+      // Not sent: its callback never comes.
+      sendBuffer.release(bytes);
+      throw err;
+    }
   };
   // The live stage: while the loop below waits, each event's result is written as the feed takes
   // it, in the feed's turn (no promise or loop step per event and subscriber). What it declines
