@@ -32,8 +32,12 @@ export const text = (max: number, { multiline = false } = {}) =>
       (s) => !(multiline ? CONTROL : CONTROL_OR_BREAK).test(s),
       multiline ? 'must not contain control characters' : 'must be one line without control characters',
     );
-/** Nothing a person could read: spaces, and characters that show as nothing (zero-width, byte order marks). */
-const INVISIBLE_ONLY = /^[\s\p{Zs}\p{Cf}]*$/u;
+/**
+ * Nothing a person could read: spaces, characters that show as nothing (zero-width, byte order
+ * marks), marks with no letter to sit on (variation selectors, the combining grapheme joiner),
+ * and the blanks that are letters or symbols by category (the Hangul fillers, the Braille blank).
+ */
+const INVISIBLE_ONLY = /^[\s\p{Zs}\p{Cf}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800]*$/u;
 /** Half of a surrogate pair without its other half: no UTF-8 for it (a store would keep U+FFFD instead). */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** A name that says who (a worker, a lease owner, an approver): readable, and text that survives UTF-8. */

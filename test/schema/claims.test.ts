@@ -138,10 +138,16 @@ describe('refusals say what was wrong', () => {
     const runId = await newRun(api, as);
     const blank = await api.gql(CLAIM, { input: { runId, holder: '   ', ttlSeconds: 30 } }, as);
     expect(JSON.stringify(blank)).toMatch(/holder.*must not be only spaces/);
-    // Nothing readable either: a zero-width space, a byte order mark; nor half a surrogate pair.
-    for (const holder of ['\u200b', '\ufeff \u200b', 'w\ud800']) {
+    // Nothing readable either: a zero-width space, a byte order mark, the Hangul fillers, the
+    // Braille blank, a lone combining grapheme joiner or variation selector; nor half a surrogate pair.
+    for (const holder of ['\u200b', '\ufeff \u200b', '\u3164', '\u2800', '\u115f\u1160', '\uffa0', '\u034f', '\ufe0f', 'w\ud800']) {
       const refused = await api.gql(CLAIM, { input: { runId, holder, ttlSeconds: 30 } }, as);
       expect(JSON.stringify(refused), JSON.stringify(holder)).toMatch(/holder.*(invisible|well-formed)/);
+    }
+    // Readable names that carry such characters are names: an emoji with its variation selector, accents, Hangul.
+    for (const holder of ['worker \u2764\ufe0f', 'e\u0301quipe', '\ud55c\uae00']) {
+      const taken = await api.gql(CLAIM, { input: { runId, holder, ttlSeconds: 30 } }, as);
+      expect(JSON.stringify(taken), JSON.stringify(holder)).not.toMatch(/invisible|well-formed/);
     }
     expect(await cancel(runId, 'done here')).toMatchObject({ __typename: 'Run', status: 'CANCELLED' });
     const again = await api.gql(
