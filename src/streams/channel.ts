@@ -35,24 +35,20 @@ export class Channel<T> extends Pullable<T> {
   /** @returns false when the channel (or the connection's send buffer) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
-    const size = this.options.sendBuffer ? (this.options.sizeOf?.(item) ?? 0) : 0;
-    if (
-      (!this.waiting && this.queue.length >= this.options.capacity) ||
-      (this.options.sendBuffer && !this.options.sendBuffer.tryHold(size))
-    ) {
+    const sendBuffer = this.options.sendBuffer;
+    const size = sendBuffer ? (this.options.sizeOf?.(item) ?? 0) : 0;
+    if ((!this.waiting && this.queue.length >= this.options.capacity) || (sendBuffer && !sendBuffer.admits(size))) {
       this.wasFull = true;
       this.refusedSize = size;
       this.drained();
       return false;
     }
+    // Written by the consumer's sink at once, its waiting next() left pending: no promise per
+    // item, and no room held for it here (the sink holds what it writes). One the sink ended
+    // the stream on as it declined is dropped with the stream.
+    if (this.waiting && this.sink && (this.sink(item) || this.done)) return true;
+    if (size > 0) sendBuffer?.hold(size);
     if (this.waiting) {
-      // Written by the consumer's sink at once, its waiting next() left pending: no promise per item.
-      const taken = this.sink?.(item);
-      // Taken, or the sink ended the stream as it declined: either way nobody holds the item's room.
-      if (taken || this.done) {
-        if (size > 0) this.options.sendBuffer?.release(size);
-        return true;
-      }
       this.handed = size;
       this.hand(item);
       return true;
@@ -77,7 +73,7 @@ export class Channel<T> extends Pullable<T> {
    * Items pushed while the consumer is waiting in next() go to `sink` first, synchronously, in
    * order; one it declines (false) is handed to the waiting next() as usual, and items pushed
    * while the consumer is busy with it are queued. The sink holds what it writes in the send
-   * buffer itself: the item's own size is released once the sink has taken it.
+   * buffer itself: nothing is held here for an item it takes.
    */
   deliverTo(sink: (item: T) => boolean) {
     this.sink = sink;

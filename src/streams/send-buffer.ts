@@ -35,10 +35,15 @@ export class SendBuffer {
 
   /** Holds `bytes` if they fit; false (nothing held) if they do not. */
   tryHold(bytes: number): boolean {
-    this.typical = 0.8 * this.typical + 0.2 * bytes;
-    if (this.held > 0 && this.held + bytes > this.limit) return false;
+    if (!this.admits(bytes)) return false;
     this.hold(bytes);
     return true;
+  }
+
+  /** Whether an item of `bytes` would be let in now, counted among the items seen (tryHold without the hold). */
+  admits(bytes: number): boolean {
+    this.typical = 0.8 * this.typical + 0.2 * bytes;
+    return this.fits(bytes);
   }
 
   /** How many items to read now: as many as there is room for, judging by the items seen so far (at least 1, at most `most`). */
@@ -56,6 +61,8 @@ export class SendBuffer {
     const released = Math.min(bytes, this.held);
     this.held -= released;
     this.totals.held -= released;
+    // Twice per frame on a busy socket: no iterator when nobody waits.
+    if (this.roomWaiters.size === 0) return;
     for (const [wake, wanted] of this.roomWaiters) {
       if (!this.fits(wanted)) continue;
       this.roomWaiters.delete(wake);

@@ -32,13 +32,23 @@ const nextFrameAfter = (head: string, json: string) => `${head}${json}}`;
 /** The `next` frame of operation `id` for a result serialized as `json` (what delivery writes, built the same way). */
 export const nextFrame = (id: string, json: string) => nextFrameAfter(nextFrameHead(id), json);
 
-const uncork = (raw: Socket) => raw.uncork();
+/** Sockets corked in this turn, uncorked together after it (one tick however many sockets an event goes to). */
+const toUncork: Socket[] = [];
+
+function uncorkAll() {
+  try {
+    // By index: a socket corked while these are uncorked joins this round.
+    for (let i = 0; i < toUncork.length; i++) toUncork[i]?.uncork();
+  } finally {
+    toUncork.length = 0;
+  }
+}
 
 /** Write a burst of frames with one write: a reader that fell behind catches up in fewer, larger writes. */
 function corked(raw: Socket) {
   if (raw.writableCorked === 0) {
     raw.cork();
-    process.nextTick(uncork, raw);
+    if (toUncork.push(raw) === 1) process.nextTick(uncorkAll);
   }
 }
 
