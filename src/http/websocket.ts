@@ -21,6 +21,7 @@ import type { ConnectionLimits } from './connections.ts';
 import { type CostRules, checkCost } from './cost.ts';
 import { type Mask, withoutHttpStatus } from './errors.ts';
 import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
+import { reusedIdsWaitForTheirEnd } from './reused-ids.ts';
 import type { Sessions } from './sessions.ts';
 import { keepSocketsHonest, leavesTooMuchUnread, waitForRoom } from './socket-liveness.ts';
 import { deliverOverSocket, ownResults } from './subscriptions/index.ts';
@@ -137,7 +138,10 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       );
       return;
     }
-    webSockets.handleUpgrade(req, socket, head, (ws) => webSockets.emit('connection', ws, req));
+    webSockets.handleUpgrade(req, socket, head, (ws) => {
+      webSockets.emit('connection', ws, req);
+      reusedIdsWaitForTheirEnd(ws);
+    });
   });
 
   /** Gives operation `id`'s place back, once (graphql-ws may end an operation by more than one path). */

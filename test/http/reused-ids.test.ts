@@ -1,0 +1,100 @@
+/**
+ * An operation id used again once the client completed it (the protocol allows it): the new
+ * operation runs under it, whatever the old one was still doing, and the old one's end does not
+ * take the new one with it. An id used again without a complete still closes the socket (4409).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { MAX_HELD_MESSAGES } from '../../src/http/reused-ids.ts';
+import { ownEngine } from '../support/engine.ts';
+import { rawSocket } from '../support/raw-ws.ts';
+import { appendEvent, newRun } from '../support/runs.ts';
+import { startTestServer, type TestServer } from '../support/server.ts';
+
+let engine: Awaited<ReturnType<typeof ownEngine>>['engine'];
+let api: TestServer;
+beforeAll(async () => {
+  ({ engine } = await ownEngine());
+  api = await startTestServer({ endpoint: engine.endpoint });
+});
+afterAll(async () => {
+  await engine?.close();
+});
+
+const EVENTS = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
+const runOf = (message: unknown) => JSON.stringify(message).match(/"run":"(\w+)"/)?.[1];
+
+describe('an id used again', () => {
+  test('right after its complete, in the same packet, ten times over: each new subscription gets its own events', async () => {
+    const runs = await Promise.all(Array.from({ length: 11 }, (_, i) => newRun(api, { events: [{ run: `r${i}` }, { run: `r${i}` }] })));
+    const raw = await rawSocket(api.url);
+    raw.subscribe('x', EVENTS, { runId: runs[0] });
+    await raw.until((frames) => frames.filter((f) => f.type === 'next').length >= 2, 'the first run’s events');
+    for (let i = 1; i < runs.length; i++) {
+      // One write: graphql-ws sees the subscribe while it is still ending the old operation.
+      raw.socket.send(JSON.stringify({ id: 'x', type: 'complete' }));
+      raw.subscribe('x', EVENTS, { runId: runs[i] });
+      await raw.until(
+        (frames) => frames.filter((f) => f.type === 'next' && runOf(f.message) === `r${i}`).length >= 2,
+        `run ${i}’s events under the reused id`,
+      );
+    }
+    // The last one is live: an event appended now reaches it.
+    await appendEvent(api, runs[10] as string, { payload: { run: 'r10' } });
+    await raw.until((frames) => frames.filter((f) => f.type === 'next' && runOf(f.message) === 'r10').length >= 3, 'the live event');
+    // The server never completed an operation the client had just started.
+    expect(raw.frames.filter((f) => f.type === 'complete' && f.id === 'x')).toEqual([]);
+    expect(raw.socket.readyState).toBe(raw.socket.OPEN);
+    raw.close();
+  });
+
+  test('while the old operation is a mutation still running: the new one waits for its end, then runs', async () => {
+    const runId = await newRun(api);
+    const raw = await rawSocket(api.url);
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 1500, times: 1 });
+    raw.send({
+      id: 'm',
+      type: 'subscribe',
+      payload: {
+        query: 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+        variables: { input: { runId, type: 'slow' } },
+      },
+    });
+    raw.send({ id: 'm', type: 'complete' });
+    raw.subscribe('m', EVENTS, { runId });
+    await raw.until(
+      (frames) => frames.some((f) => f.type === 'next' && f.id === 'm' && f.seq === 1),
+      'the slow append, through the new subscription',
+    );
+    // The completed mutation's answer is not sent under the id now used by the subscription.
+    expect(raw.frames.filter((f) => f.type === 'next' && JSON.stringify(f.message).includes('appendEvent'))).toEqual([]);
+    expect(raw.frames.filter((f) => f.type === 'complete')).toEqual([]);
+    raw.close();
+  });
+
+  test('without a complete first, closes the socket with 4409', async () => {
+    const runId = await newRun(api);
+    const raw = await rawSocket(api.url);
+    raw.subscribe('x', EVENTS, { runId });
+    raw.subscribe('x', EVENTS, { runId });
+    expect((await raw.closed).code).toBe(4409);
+  });
+
+  test(`a client flooding messages while an id ends is cut past ${MAX_HELD_MESSAGES}`, async () => {
+    const runId = await newRun(api);
+    const raw = await rawSocket(api.url);
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 5000, times: 1 });
+    raw.send({
+      id: 'm',
+      type: 'subscribe',
+      payload: {
+        query: 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
+        variables: { input: { runId, type: 'slow' } },
+      },
+    });
+    raw.send({ id: 'm', type: 'complete' });
+    raw.subscribe('m', EVENTS, { runId });
+    for (let i = 0; i <= MAX_HELD_MESSAGES; i++) raw.send({ type: 'ping' });
+    const closed = await raw.closed;
+    expect(closed.code).toBe(1006);
+  });
+});
