@@ -42,7 +42,11 @@ export function reusedIdsWaitForTheirEnd(socket: WebSocket) {
   const held: Array<[RawData, boolean]> = [];
   let waiting = false;
 
-  const hand = (data: RawData, isBinary: boolean) => Promise.all(listeners.map((listener) => listener.call(socket, data, isBinary)));
+  const only = listeners.length === 1 ? listeners[0] : undefined;
+  const hand = (data: RawData, isBinary: boolean): Promise<unknown> =>
+    only
+      ? Promise.resolve(only.call(socket, data, isBinary))
+      : Promise.all(listeners.map((listener) => listener.call(socket, data, isBinary)));
 
   const dispatch = (data: RawData, isBinary: boolean): boolean => {
     const message = peek(data);
