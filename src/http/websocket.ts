@@ -140,7 +140,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     }
     webSockets.handleUpgrade(req, socket, head, (ws) => {
       webSockets.emit('connection', ws, req);
-      reusedIdsWaitForTheirEnd(ws);
+      reusedIdsWaitForTheirEnd(ws, { maxHeldBytes: deps.maxBodyBytes });
     });
   });
 

@@ -100,7 +100,7 @@ export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: Feed
       yield change;
     }
   }
-  return Object.assign(deliver(), { end: () => queue.end() });
+  return endingAtOnce(deliver(), queue);
 }
 
 export interface LeasesFeedQuery {
@@ -130,5 +130,21 @@ export function leasesFeed({ hub, maxWaiting = MAX_WAITING_CHANGES }: Omit<FeedD
       yield value;
     }
   }
-  return Object.assign(deliver(), { end: () => queue.end() });
+  return endingAtOnce(deliver(), queue);
+}
+
+/**
+ * A feed's generator whose return() ends it at once: an async generator's own return() waits
+ * behind the next() it is suspended in, so a completed subscription kept its place (and its id)
+ * until the tenant's next change. Ending the queue first lets that next() finish.
+ */
+function endingAtOnce<T>(feed: AsyncGenerator<T>, queue: { end(): void; return(): unknown }) {
+  const stop = feed.return.bind(feed);
+  return Object.assign(feed, {
+    end: () => queue.end(),
+    return: (value?: unknown) => {
+      void queue.return();
+      return stop(value as never);
+    },
+  });
 }

@@ -7,8 +7,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { MAX_HELD_MESSAGES } from '../../src/http/reused-ids.ts';
 import { ownEngine } from '../support/engine.ts';
 import { rawSocket } from '../support/raw-ws.ts';
-import { appendEvent, newRun } from '../support/runs.ts';
+import { appendEvent, newRun, OPEN_TENANT, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
+import { waitFor } from '../support/wait.ts';
 
 let engine: Awaited<ReturnType<typeof ownEngine>>['engine'];
 let api: TestServer;
@@ -21,6 +22,8 @@ afterAll(async () => {
 });
 
 const EVENTS = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
+const SLOW_APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }';
+const subscriptionsOpen = () => api.server.app.admission.usage(OPEN_TENANT).subscriptions;
 const runOf = (message: unknown) => JSON.stringify(message).match(/"run":"(\w+)"/)?.[1];
 
 describe('an id used again', () => {
@@ -79,22 +82,76 @@ describe('an id used again', () => {
     expect((await raw.closed).code).toBe(4409);
   });
 
-  test(`a client flooding messages while an id ends is cut past ${MAX_HELD_MESSAGES}`, async () => {
+  test(`a client flooding one id's messages while it ends is cut past ${MAX_HELD_MESSAGES}, and what waited takes no place`, async () => {
+    const [runId, idle] = await Promise.all([newRun(api), newRun(api)]);
+    const raw = await rawSocket(api.url);
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 3000, times: 1 });
+    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
+    raw.send({ id: 'm', type: 'complete' });
+    raw.subscribe('m', EVENTS, { runId: idle });
+    for (let i = 0; i <= MAX_HELD_MESSAGES; i++) raw.send({ id: 'm', type: 'complete' });
+    expect((await raw.closed).code).toBe(1006);
+    // Once the slow append is over, the subscribe that waited is dropped with the socket, not admitted.
+    await waitFor(async () => (await storedEventRows(api, runId)).length === 1, { what: 'the slow append written', timeoutMs: 60_000 });
+    await waitFor(() => subscriptionsOpen() === 0, { what: 'no subscription left open' });
+  });
+
+  test('what one id holds is bounded in bytes too', async () => {
     const runId = await newRun(api);
     const raw = await rawSocket(api.url);
-    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 5000, times: 1 });
-    raw.send({
-      id: 'm',
-      type: 'subscribe',
-      payload: {
-        query: 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
-        variables: { input: { runId, type: 'slow' } },
-      },
-    });
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 3000, times: 1 });
+    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
     raw.send({ id: 'm', type: 'complete' });
     raw.subscribe('m', EVENTS, { runId });
-    for (let i = 0; i <= MAX_HELD_MESSAGES; i++) raw.send({ type: 'ping' });
-    const closed = await raw.closed;
-    expect(closed.code).toBe(1006);
+    // Three messages of 0.45 MiB each pass the body limit (1 MiB) together: the third cuts the socket.
+    for (let i = 0; i < 3; i++) raw.send({ id: 'm', type: 'complete', pad: 'x'.repeat(470_000) });
+    expect((await raw.closed).code).toBe(1006);
+  });
+
+  test('a client closing while a reused id waits leaves no place taken once the old operation ends', async () => {
+    const [runId, idle] = await Promise.all([newRun(api), newRun(api)]);
+    const raw = await rawSocket(api.url);
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 1500, times: 1 });
+    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
+    raw.send({ id: 'm', type: 'complete' });
+    raw.subscribe('m', EVENTS, { runId: idle });
+    await waitFor(() => subscriptionsOpen() === 0, { what: 'the old append, not a subscription' });
+    raw.close();
+    await raw.closed;
+    await waitFor(async () => (await storedEventRows(api, runId)).length === 1, { what: 'the slow append written', timeoutMs: 60_000 });
+    await waitFor(() => subscriptionsOpen() === 0, { what: 'no subscription left open' });
+  });
+
+  test('every id completed and subscribed again in one burst: the socket stays, each subscription runs', async () => {
+    const runs = await Promise.all(Array.from({ length: 15 }, () => newRun(api)));
+    const raw = await rawSocket(api.url);
+    for (const [i, runId] of runs.entries()) raw.subscribe(`s${i}`, EVENTS, { runId });
+    await waitFor(() => subscriptionsOpen() === runs.length, { what: 'all subscribed' });
+    runs.forEach((runId, i) => {
+      raw.send({ id: `s${i}`, type: 'complete' });
+      raw.subscribe(`s${i}`, EVENTS, { runId });
+    });
+    await waitFor(() => subscriptionsOpen() === runs.length, { what: 'all subscribed again' });
+    await Promise.all(runs.map((runId) => appendEvent(api, runId, { payload: { run: 'again' } })));
+    await raw.until((frames) => runs.every((_, i) => frames.some((f) => f.type === 'next' && f.id === `s${i}`)), 'an event at every id');
+    expect(raw.socket.readyState).toBe(raw.socket.OPEN);
+    expect(raw.frames.filter((f) => f.type === 'complete' || f.type === 'error')).toEqual([]);
+    raw.close();
+  });
+
+  test('runsChanged and leasesChanged give their place back on complete, with nothing changing in the tenant', async () => {
+    const quiet = await startTestServer({ endpoint: engine.endpoint });
+    const open = () => quiet.server.app.admission.usage(OPEN_TENANT).subscriptions;
+    const raw = await rawSocket(quiet.url);
+    raw.send({ id: 'r', type: 'subscribe', payload: { query: 'subscription { runsChanged { id } }' } });
+    raw.send({ id: 'l', type: 'subscribe', payload: { query: 'subscription { leasesChanged { unitId } }' } });
+    await waitFor(() => open() === 2, { what: 'both subscribed' });
+    raw.send({ id: 'r', type: 'complete' });
+    raw.send({ id: 'l', type: 'complete' });
+    await waitFor(() => open() === 0, { what: 'both places given back' });
+    // And the id is free again at once.
+    raw.send({ id: 'r', type: 'subscribe', payload: { query: 'subscription { runsChanged { id } }' } });
+    await waitFor(() => open() === 1, { what: 'subscribed again' });
+    raw.close();
   });
 });
