@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { MAX_HELD_MESSAGES } from '../../src/http/reused-ids.ts';
 import { ownEngine } from '../support/engine.ts';
-import { rawSocket } from '../support/raw-ws.ts';
+import { type RawSocket, rawSocket } from '../support/raw-ws.ts';
 import { appendEvent, newRun, OPEN_TENANT, storedEventRows } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
@@ -23,6 +23,17 @@ afterAll(async () => {
 
 const EVENTS = 'subscription($runId: ID!) { runEvents(runId: $runId, afterSeq: 0) { seq payload } }';
 const SLOW_APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }';
+/**
+ * Sends a slow append as operation `m`, completes it, and subscribes `m` again to `subscribeTo`'s
+ * events: that subscribe waits for the append's end. Returns the engine's fault (disposable).
+ */
+function reuseBehindSlowAppend(raw: RawSocket, runId: string, subscribeTo: string, latencyMs: number) {
+  const fault = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs, times: 1 });
+  raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
+  raw.send({ id: 'm', type: 'complete' });
+  raw.subscribe('m', EVENTS, { runId: subscribeTo });
+  return fault;
+}
 const subscriptionsOpen = () => api.server.app.admission.usage(OPEN_TENANT).subscriptions;
 const runOf = (message: unknown) => JSON.stringify(message).match(/"run":"(\w+)"/)?.[1];
 
@@ -53,17 +64,7 @@ describe('an id used again', () => {
   test('while the old operation is a mutation still running: the new one waits for its end, then runs', async () => {
     const runId = await newRun(api);
     const raw = await rawSocket(api.url);
-    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 1500, times: 1 });
-    raw.send({
-      id: 'm',
-      type: 'subscribe',
-      payload: {
-        query: 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
-        variables: { input: { runId, type: 'slow' } },
-      },
-    });
-    raw.send({ id: 'm', type: 'complete' });
-    raw.subscribe('m', EVENTS, { runId });
+    using _ = reuseBehindSlowAppend(raw, runId, runId, 1500);
     await raw.until(
       (frames) => frames.some((f) => f.type === 'next' && f.id === 'm' && f.seq === 1),
       'the slow append, through the new subscription',
@@ -85,10 +86,7 @@ describe('an id used again', () => {
   test(`a client flooding one id's messages while it ends is cut past ${MAX_HELD_MESSAGES}, and what waited takes no place`, async () => {
     const [runId, idle] = await Promise.all([newRun(api), newRun(api)]);
     const raw = await rawSocket(api.url);
-    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 3000, times: 1 });
-    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
-    raw.send({ id: 'm', type: 'complete' });
-    raw.subscribe('m', EVENTS, { runId: idle });
+    using _ = reuseBehindSlowAppend(raw, runId, idle, 3000);
     for (let i = 0; i <= MAX_HELD_MESSAGES; i++) raw.send({ id: 'm', type: 'complete' });
     expect((await raw.closed).code).toBe(1006);
     // Once the slow append is over, the subscribe that waited is dropped with the socket, not admitted.
@@ -99,10 +97,7 @@ describe('an id used again', () => {
   test('what one id holds is bounded in bytes too', async () => {
     const runId = await newRun(api);
     const raw = await rawSocket(api.url);
-    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 3000, times: 1 });
-    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
-    raw.send({ id: 'm', type: 'complete' });
-    raw.subscribe('m', EVENTS, { runId });
+    using _ = reuseBehindSlowAppend(raw, runId, runId, 3000);
     // Three messages of 0.45 MiB each pass the body limit (1 MiB) together: the third cuts the socket.
     for (let i = 0; i < 3; i++) raw.send({ id: 'm', type: 'complete', pad: 'x'.repeat(470_000) });
     expect((await raw.closed).code).toBe(1006);
@@ -111,10 +106,7 @@ describe('an id used again', () => {
   test('a client closing while a reused id waits leaves no place taken once the old operation ends', async () => {
     const [runId, idle] = await Promise.all([newRun(api), newRun(api)]);
     const raw = await rawSocket(api.url);
-    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 1500, times: 1 });
-    raw.send({ id: 'm', type: 'subscribe', payload: { query: SLOW_APPEND, variables: { input: { runId, type: 'slow' } } } });
-    raw.send({ id: 'm', type: 'complete' });
-    raw.subscribe('m', EVENTS, { runId: idle });
+    using _ = reuseBehindSlowAppend(raw, runId, idle, 1500);
     await waitFor(() => subscriptionsOpen() === 0, { what: 'the old append, not a subscription' });
     raw.close();
     await raw.closed;
