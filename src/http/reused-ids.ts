@@ -6,8 +6,8 @@
  * the client's new subscription is lost without an error (and an old operation still being
  * admitted would even go on under the new one's id). So here a `subscribe` whose id is still
  * ending waits, with the messages of that id after it, until graphql-ws is done with the old
- * operation. A `subscribe` for an id still in use without a `complete` goes
- * straight on, for graphql-ws to close the socket with 4409 as the protocol says.
+ * operation. A `subscribe` for an id still in use without a `complete` goes straight on, for
+ * graphql-ws to close the socket with 4409 as the protocol says.
  */
 import type { RawData, WebSocket } from 'ws';
 
