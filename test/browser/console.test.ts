@@ -263,10 +263,15 @@ describeWithBrowser('the run console in Chromium', () => {
   });
 
   test('the leases page lists units with holder and fencing token, counts down, and follows acquires live', async () => {
+    // The page's socket shows live before the server has its leasesChanged (graphql-ws has no
+    // acknowledgement of a subscribe): the acquire below waits for the server to count it.
+    const subscriptions = () => api.server.app.admission.usage(TENANT).subscriptions;
+    await waitFor(() => subscriptions() === 0, { timeoutMs: 30_000, what: 'earlier pages’ subscriptions gone' });
     const page = await openConsole(browser.context, api.url, '#/leases', WRITE);
     try {
       await page.locator('table.leases').waitFor({ timeout: 30_000 });
       await page.locator('#connection[data-state="live"]').waitFor({ timeout: 30_000 });
+      await waitFor(() => subscriptions() >= 1, { timeoutMs: 30_000, what: 'the page’s leasesChanged on the server' });
       const unitId = uniqueName('unit');
       const acquired = await api.gql(
         `mutation { acquireLease(input: { unitId: "${unitId}", owner: "worker-7", ttlSeconds: 90 }) { ... on Lease { token } } }`,
