@@ -66,7 +66,7 @@ export function createYogaServer(options: YogaOptions) {
       ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
       documentCaching(options.documents),
       sseAdmission(options.admission, options.sessions, options.apiKeys) as never,
-      sharedDelivery,
+      sharedDelivery({ plain: !options.plugins?.length }),
       sseDelivery(options.mask, options.stopping),
       ...(options.plugins ?? []),
     ],

@@ -6,6 +6,7 @@ import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id, payload, positive } from './inputs.ts';
+import { plainRead } from './plain-read.ts';
 import { jsonOut } from './scalars.ts';
 
 const SeqRangeRef = builder.objectRef<SeqRange>('SeqRange').implement({
@@ -19,21 +20,24 @@ export const EventRef = builder.objectRef<DeliveredEvent>('Event').implement({
     id: t.id({
       description: "The event's identity, for normalized caches: `<runId>:<seq>`.",
       resolve: (event) => `${event.runId}:${event.seq}`,
+      extensions: plainRead,
     }),
     runId: t.exposeID('runId'),
     seq: t.exposeInt('seq'),
     type: t.exposeString('type'),
-    payload: t.field({ type: 'JSON', nullable: true, resolve: (event) => jsonOut(event.payload) }),
+    payload: t.field({ type: 'JSON', nullable: true, resolve: (event) => jsonOut(event.payload), extensions: plainRead }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     missingBefore: t.field({
       type: [SeqRangeRef],
       description:
         'In runEvents: seqs the subscription stepped over since the previous event it delivered, because they were still not in the table after RUNPLANE_GAP_WAIT_SECONDS (a writer that bypasses the API left a hole). Empty otherwise, and always in queries. Read them later with run.events; if one is written, the subscription still delivers it, with `late: true`.',
       resolve: (event) => event.missingBefore ?? [],
+      extensions: plainRead,
     }),
     late: t.boolean({
       description: 'In runEvents: true when this event comes after later seqs, because it filled a hole listed before in `missingBefore`.',
       resolve: (event) => event.late ?? false,
+      extensions: plainRead,
     }),
   }),
 });

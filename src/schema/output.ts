@@ -6,6 +6,7 @@ import { isWellFormed, type OutputChunk, type OutputStream } from '../domain/out
 import { builder, invalidInput } from './builder.ts';
 import { ErrorInterface } from './errors.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id } from './inputs.ts';
+import { plainRead } from './plain-read.ts';
 import { RunRef } from './run.ts';
 
 const OFFSET_UNIT = 'code points (Unicode characters: what Python’s len() counts, [...text].length in JavaScript)';
@@ -27,6 +28,7 @@ export const OutputChunkRef = builder.objectRef<ChunkParent>('OutputChunk').impl
       description:
         'appendOutput: whether the text is stored already (a crash of the server cannot lose it; ask with `durable: true` to wait for it). Null elsewhere.',
       resolve: (chunk) => chunk.durable ?? null,
+      extensions: plainRead,
     }),
   }),
 });
@@ -130,6 +132,7 @@ builder.subscriptionField('runOutput', (t) =>
       return live.runOutput({ tenant, runId, stream, afterOffset: from, sendBuffer: connection.sendBuffer });
     },
     resolve: (chunk: OutputChunk) => chunk,
+    extensions: plainRead,
   }),
 );
 

@@ -7,6 +7,7 @@ import { builder, invalidInput } from './builder.ts';
 import { EventRef } from './event.ts';
 import { amount, eventType, id } from './inputs.ts';
 import { LeaseRef } from './lease.ts';
+import { plainRead } from './plain-read.ts';
 import { RunRef } from './run.ts';
 import { RunStatusEnum } from './run-status.ts';
 
@@ -54,6 +55,7 @@ builder.subscriptionField('runEvents', (t) =>
       return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, sendBuffer: connection.sendBuffer });
     },
     resolve: (event: DeliveredEvent) => event,
+    extensions: plainRead,
   }),
 );
 

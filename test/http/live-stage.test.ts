@@ -4,10 +4,12 @@
  * loop step per event; what it writes is what the per-result path writes, frame for frame, and
  * a server with plugins of its own keeps every result on their hooks.
  */
+import type { GraphQLObjectType } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import WebSocket from 'ws';
 import { Results } from '../../src/http/subscriptions/shared-execution.ts';
+import { schema } from '../../src/schema/index.ts';
 import { metric } from '../support/metrics.ts';
 import { appendEvent, newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -67,6 +69,24 @@ describe('the live stage', () => {
     await waitFor(() => subscriber.nexts().length >= 10, { what: '10 events' });
     subscriber.close();
     expect(next.mock.calls.length).toBeGreaterThanOrEqual(10);
+  });
+
+  test("events are resolved by plans on a server of its own, by graphql-js (with every resolver's info) on one with plugins", async () => {
+    // Event.payload's resolver, as both servers' schema holds it: graphql-js hands it an info, a plan does not.
+    const payloadField = (schema.getType('Event') as GraphQLObjectType).getFields().payload as { resolve: (...args: unknown[]) => unknown };
+    const resolve = vi.spyOn(payloadField, 'resolve');
+    const infos = await Promise.all(
+      [staged, hooked].map(async (api) => {
+        const runId = await newRun(api, { events: [{ n: 1 }, { n: 2 }] });
+        const subscriber = await rawSubscriber(api, 's', EVENTS, { runId, after: 0 });
+        await waitFor(() => subscriber.nexts().length >= 2, { what: 'the events' });
+        subscriber.close();
+        return resolve.mock.calls.filter((call) => (call[0] as { runId: string }).runId === runId).map((call) => call[3]);
+      }),
+    );
+    expect(infos[0]).toEqual([undefined, undefined]);
+    expect(infos[1]).toHaveLength(2);
+    expect(infos[1]?.every((info) => (info as { fieldName?: string } | undefined)?.fieldName === 'payload')).toBe(true);
   });
 
   test('writes the frames the per-result path writes, caught up and live', async () => {

@@ -4,8 +4,9 @@
  * included, and the second subscriber gets the very result the first did.
  */
 import { execute, parse } from 'graphql';
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import type { DeliveredEvent, Lease } from '../../src/domain/run.ts';
+import { planResults } from '../../src/http/subscriptions/plain-execution.ts';
 import { sharedExecution } from '../../src/http/subscriptions/shared-execution.ts';
 import { schema } from '../../src/schema/index.ts';
 
@@ -23,6 +24,8 @@ const events: DeliveredEvent[] = [
     payload: { constructor: { name: 'Set' }, __proto__x: 1, toString: 'no', '"); throw 1; //': '`${1}`' },
     createdAt: at,
   },
+  // A payload graphql-js must not take for a promise, and numbers at the edges of Int.
+  { runId: 'r1', seq: 2 ** 31 - 1, type: 'then', payload: { then: 'not a promise', big: 2 ** 60 }, createdAt: at, missingBefore: [] },
 ];
 
 const lease: Lease & { version: number } = {
@@ -52,16 +55,23 @@ const eventSelections: [string, Record<string, unknown>][] = [
   ['subscription Named { runEvents(runId: "r1") { seq } } subscription Other { runEvents(runId: "r1") { type } }', {}],
 ];
 
+/** Whether events may be resolved by plans (plain-execution.ts): every test runs both ways. */
+let plain = false;
+
 async function both(query: string, variables: Record<string, unknown>, rootValue: unknown, operationName?: string) {
   const args = { schema, document: parse(query), rootValue, contextValue: {}, variableValues: { id: 'r1', ...variables }, operationName };
-  const shared = sharedExecution(args);
+  const shared = sharedExecution(args, { plain });
   const first = await shared(rootValue);
   // Another subscriber asking alike is handed the same result, not a second execution.
   if (typeof rootValue === 'object' && rootValue !== null) expect(await shared(rootValue)).toBe(first);
   return { got: JSON.stringify(first), expected: JSON.stringify(await execute(args)) };
 }
 
-describe('shared subscription execution', () => {
+describe.each([false, true])('shared subscription execution (plain: %s)', (withPlans) => {
+  beforeEach(() => {
+    plain = withPlans;
+  });
+
   it.each(eventSelections)('runEvents %s: the same result as graphql-js for every kind of event', async (query, variables) => {
     const operationName = query.includes('subscription Named') ? 'Other' : undefined;
     for (const event of events) {
@@ -94,5 +104,57 @@ describe('shared subscription execution', () => {
     const { got, expected } = await both('subscription { runEvents(runId: "r1") { seq type } }', {}, noType);
     expect(JSON.parse(got)).toEqual(JSON.parse(expected));
     expect(JSON.parse(got).data).toBeNull();
+  });
+});
+
+const argsFor = (query: string, variables: Record<string, unknown> = {}, operationName?: string) => ({
+  schema,
+  document: parse(query),
+  contextValue: {},
+  variableValues: { id: 'r1', ...variables },
+  operationName,
+});
+
+describe('plain execution (events resolved by a plan, not graphql-js)', () => {
+  it.each(eventSelections)('runEvents %s: planned, and each result is the one graphql-js makes', async (query, variables) => {
+    const operationName = query.includes('subscription Named') ? 'Other' : undefined;
+    const args = argsFor(query, variables, operationName);
+    const plan = planResults(args);
+    expect(plan).toBeDefined();
+    for (const event of events) {
+      const planned = plan?.(event);
+      expect(planned).toBeDefined();
+      expect(JSON.stringify(planned)).toBe(JSON.stringify(await execute({ ...args, rootValue: event })));
+    }
+  });
+
+  it('runOutput chunks are planned alike', async () => {
+    const args = argsFor('subscription { runOutput(runId: "r1", stream: "main") { runId stream offset text final durable __typename } }');
+    const chunk = { runId: 'r1', stream: 'main', offset: 12, text: 'héllo \u2028 </script>', final: false };
+    const planned = planResults(args)?.(chunk);
+    expect(planned).toBeDefined();
+    expect(JSON.stringify(planned)).toBe(JSON.stringify(await execute({ ...args, rootValue: chunk })));
+  });
+
+  it.each([
+    ['a date DateTime cannot serialize', { ...events[0], createdAt: new Date(Number.NaN) }],
+    ['a missing non-null field', { ...events[0], type: undefined }],
+    ['a seq beyond Int', { ...events[0], seq: 2 ** 40 }],
+    ['a method where a value is read', { ...events[0], type: () => 'step' }],
+    ['a list that is not an array', { ...events[0], missingBefore: new Set([{ from: 1, to: 2 }]) }],
+    ['a null in a list of non-null', { ...events[0], missingBefore: [null] }],
+  ])('%s: the plan gives up, and the shared result is graphql-js\'s', async (_, event) => {
+    const query = 'subscription { runEvents(runId: "r1") { seq type createdAt missingBefore { from to } } }';
+    const args = argsFor(query);
+    expect(planResults(args)?.(event)).toBeUndefined();
+    const shared = await sharedExecution(args, { plain: true })(event);
+    expect(JSON.stringify(shared)).toBe(JSON.stringify(await execute({ ...args, rootValue: event })));
+  });
+
+  it('selections of resolvers that read more than their parent are not planned', () => {
+    expect(planResults(argsFor('subscription { runChanged(runId: "r1") { id status } }'))).toBeUndefined();
+    expect(planResults(argsFor('subscription { runsChanged { id } }'))).toBeUndefined();
+    // Variables that do not coerce: graphql-js says so, at every event.
+    expect(planResults(argsFor('subscription($n: Int) { runEvents(runId: "r1", afterSeq: $n) { seq } }', { n: 'x' }))).toBeUndefined();
   });
 });

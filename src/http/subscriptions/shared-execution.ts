@@ -12,6 +12,7 @@ import { DONE } from '../../lib/iteration.ts';
 import type { Context } from '../../schema/context.ts';
 import type { Source } from '../../streams/lazy.ts';
 import { type Mask, withoutHttpStatus } from '../errors.ts';
+import { planResults } from './plain-execution.ts';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 
@@ -41,18 +42,26 @@ const remember = (result: Result, payload: unknown): Result => {
   return result;
 };
 
-/** Executes the operation for a payload, once per payload for everyone asking alike (same document, variables, principal). */
-export function sharedExecution(args: ExecutionArgs): (payload: unknown) => Result {
+/**
+ * Executes the operation for a payload, once per payload for everyone asking alike (same
+ * document, variables, principal). With `plain`, a selection that only reads the event is
+ * resolved by its plan (plain-execution.ts), made at the first event; the others, and any
+ * event the plan gives up on, by graphql-js.
+ */
+export function sharedExecution(args: ExecutionArgs, { plain = false } = {}): (payload: unknown) => Result {
   const context = args.contextValue as Partial<Context>;
   const key = `${documentId(args.document)}\u0000${args.operationName ?? ''}\u0000${context.tenant}\u0000${context.role}\u0000${JSON.stringify(args.variableValues ?? {})}`;
+  let planned: ((payload: unknown) => ExecutionResult | undefined) | null | undefined = plain ? undefined : null;
   return (payload) => {
     if (typeof payload !== 'object' || payload === null) return execute({ ...args, rootValue: payload });
     const byKey = results.get(payload) ?? results.set(payload, new Map());
     let result = byKey.get(key);
     if (!result) {
-      // Each event's result is a response of its own: it gets a whole response size limit.
+      if (planned === undefined) planned = planResults(args) ?? null;
       result = remember(
-        execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
+        planned?.(payload) ??
+          // Each event's result is a response of its own: it gets a whole response size limit.
+          execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
         payload,
       );
       byKey.set(key, result);
@@ -134,19 +143,23 @@ const resultsByContext = new WeakMap<object, Results>();
 export const ownResults = (contextValue: unknown) =>
   typeof contextValue === 'object' && contextValue !== null ? resultsByContext.get(contextValue) : undefined;
 
-async function subscribeShared(args: ExecutionArgs) {
+async function subscribeShared(args: ExecutionArgs, plain: boolean) {
   const stream = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in stream)) return stream as ExecutionResult;
-  const results = new Results(stream[Symbol.asyncIterator](), sharedExecution(args));
+  const results = new Results(stream[Symbol.asyncIterator](), sharedExecution(args, { plain }));
   if (typeof args.contextValue === 'object' && args.contextValue !== null) resultsByContext.set(args.contextValue, results);
   return results;
 }
 
-export const sharedDelivery: Plugin<Context> = {
+/**
+ * Sets the subscribe function. `plain`: events may be resolved by plans (plain-execution.ts);
+ * only when the server's resolvers are its own (a user's plugin may wrap them).
+ */
+export const sharedDelivery = ({ plain }: { plain: boolean }): Plugin<Context> => ({
   onSubscribe({ setSubscribeFn }) {
-    setSubscribeFn(subscribeShared as never);
+    setSubscribeFn(((args: ExecutionArgs) => subscribeShared(args, plain)) as never);
   },
-};
+});
 
 /** A result's JSON, kept with it: subscribers sharing a result share its serialization. */
 const serialized = attached<ExecutionResult, string>('json');
