@@ -56,6 +56,15 @@ const NO_ARGS = Object.freeze({});
  * executes every event). The plan returns undefined for an event it gives up on.
  */
 export function planResults(args: ExecutionArgs): ((payload: unknown) => ExecutionResult | undefined) | undefined {
+  try {
+    return plan(args);
+  } catch {
+    // Say, a directive's argument graphql-js refuses at each event (an explicit null): it says so, each time.
+    return undefined;
+  }
+}
+
+function plan(args: ExecutionArgs): ((payload: unknown) => ExecutionResult | undefined) | undefined {
   const { schema, document } = args;
   const operation = getOperationAST(document, args.operationName);
   const type = schema.getSubscriptionType();
@@ -114,7 +123,8 @@ function nullableCompleter(planning: Planning, type: GraphQLOutputType, nodes: r
   if (isLeafType(type))
     return (value) => {
       const serialized = type.serialize(value);
-      return serialized === undefined ? GIVE_UP : serialized;
+      // graphql-js reports a serialized null (or undefined) as the field's error.
+      return serialized === undefined || serialized === null ? GIVE_UP : serialized;
     };
   if (isListType(type)) {
     const item = completer(planning, type.ofType, nodes);
