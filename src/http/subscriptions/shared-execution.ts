@@ -28,17 +28,27 @@ const documentId = (document: DocumentNode) => {
   return id;
 };
 
-/** An event's results, by who asked how; dropped with the event. */
-const results = attached<object, Map<string, Result>>('results');
-/** The event each result was made from (SSE names its frames after it). */
-const sources = attached<ExecutionResult, unknown>('source');
+/** An event's results, by who asked how (the first asker's inline: usually the only one); dropped with the event. */
+interface EventResults {
+  key: string;
+  result: Result;
+  others: Map<string, Result> | undefined;
+}
+const results = attached<object, EventResults>('results');
+
+/** What a result keeps: the event it was made from (SSE names its frames after it), and its JSON once made. */
+interface Kept {
+  source: unknown;
+  json: string | undefined;
+}
+const kept = attached<ExecutionResult, Kept>('kept');
 
 /** The source event a subscription result was made from. */
-export const sourceOf = (result: ExecutionResult) => sources.get(result);
+export const sourceOf = (result: ExecutionResult) => kept.get(result)?.source;
 
 const remember = (result: Result, payload: unknown): Result => {
   if (result instanceof Promise) return result.then((done) => remember(done, payload) as ExecutionResult);
-  sources.set(result, payload);
+  kept.set(result, { source: payload, json: undefined });
   return result;
 };
 
@@ -54,8 +64,8 @@ export function sharedExecution(args: ExecutionArgs, { plain = false } = {}): (p
   let planned: ((payload: unknown) => ExecutionResult | undefined) | null | undefined = plain ? undefined : null;
   return (payload) => {
     if (typeof payload !== 'object' || payload === null) return execute({ ...args, rootValue: payload });
-    const byKey = results.get(payload) ?? results.set(payload, new Map());
-    let result = byKey.get(key);
+    const shared = results.get(payload);
+    let result = shared?.key === key ? shared.result : shared?.others?.get(key);
     if (!result) {
       if (planned === undefined) planned = planResults(args) ?? null;
       result = remember(
@@ -64,7 +74,11 @@ export function sharedExecution(args: ExecutionArgs, { plain = false } = {}): (p
           execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
         payload,
       );
-      byKey.set(key, result);
+      if (!shared) results.set(payload, { key, result, others: undefined });
+      else {
+        shared.others ??= new Map();
+        shared.others.set(key, result);
+      }
     }
     return result;
   };
@@ -161,18 +175,16 @@ export const sharedDelivery = ({ plain }: { plain: boolean }): Plugin<Context> =
   },
 });
 
-/** A result's JSON, kept with it: subscribers sharing a result share its serialization. */
-const serialized = attached<ExecutionResult, string>('json');
-
 /** An error as clients see it: masked, without the HTTP status yoga keeps in its extensions. */
 const clientError = (error: GraphQLError, mask: Mask) => withoutHttpStatus(mask(error, 'Unexpected error.') as GraphQLError).toJSON();
 
 /** The JSON of a result, computed once however many subscribers it goes to. */
 export function resultJson(result: ExecutionResult, mask: Mask) {
-  let json = serialized.get(result);
-  if (json === undefined) {
-    json = JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
-    serialized.set(result, json);
-  }
+  // Kept with the result: subscribers sharing a result share its serialization.
+  const keeping = kept.get(result);
+  if (keeping?.json !== undefined) return keeping.json;
+  const json = JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
+  if (keeping) keeping.json = json;
+  else kept.set(result, { source: undefined, json });
   return json;
 }
