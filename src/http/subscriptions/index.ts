@@ -5,7 +5,9 @@
  * 1. Subscribe: envelop's `subscribe` of the operation's envelope (yoga's recipe for graphql-ws
  *    over SSE and WebSocket alike); `sharedDelivery` sets its subscribe function (envelop's
  *    `setSubscribeFn`): the Pothos `subscribe` resolver opens the feed, and each event is
- *    executed through the Pothos resolvers once for every subscriber asking alike.
+ *    executed through the Pothos resolvers once for every subscriber asking alike (by a plan,
+ *    plain-execution.ts, when the selection only reads the event and no plugin of the user's
+ *    may wrap the resolvers; by graphql-js otherwise).
  * 2. Every result then passes envelop's `onSubscribeResult`/`onNext` hooks (masking and any
  *    plugin added later), per subscriber, before it is written. Over WebSocket, on a server with
  *    no plugins of its user's, the only such hook is yoga's masking, which the writer does alike
