@@ -6,14 +6,13 @@
 import { execute, GraphQLNonNull, GraphQLObjectType, GraphQLScalarType, GraphQLSchema, GraphQLString, parse, validate } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 import type { DeliveredEvent } from '../../src/domain/run.ts';
 import { sharedExecution } from '../../src/http/subscriptions/shared-execution.ts';
 import { schema } from '../../src/schema/index.ts';
 import { plainRead } from '../../src/schema/plain-read.ts';
+import { rawSocket } from '../support/raw-ws.ts';
 import { newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { waitFor } from '../support/wait.ts';
 
 const at = new Date('2026-11-30T12:00:00.000Z');
 const event = (extra: Partial<DeliveredEvent> = {}): DeliveredEvent => ({
@@ -138,18 +137,13 @@ describe('plain execution, hostile cases', () => {
 
 const passThrough: Plugin = { onSubscribe: () => ({ onSubscribeResult: () => ({ onNext: () => undefined }) }) };
 
+/** The frames after connection_ack: two events', or an error frame ending the subscription. */
 async function framesOf(api: TestServer, query: string, variables: Record<string, unknown>) {
-  const socket = new WebSocket(api.url.replace(/^http/, 'ws'), 'graphql-transport-ws');
-  const frames: string[] = [];
-  socket.on('message', (data) => frames.push(String(data)));
-  await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-  socket.send(JSON.stringify({ type: 'connection_init', payload: {} }));
-  await waitFor(() => frames.some((frame) => frame.includes('connection_ack')), { what: 'connection_ack' });
-  socket.send(JSON.stringify({ id: 's', type: 'subscribe', payload: { query, variables } }));
-  // Two events' frames, or an error frame ending the subscription.
-  await waitFor(() => frames.length >= 3 || frames.some((f) => f.includes('"type":"error"')), { what: 'two frames' });
-  socket.close();
-  return frames.slice(1, 3);
+  const raw = await rawSocket(api.url);
+  raw.subscribe('s', query, variables);
+  await raw.until((frames) => frames.length >= 3 || frames.some((frame) => frame.type === 'error'), 'two frames');
+  raw.close();
+  return raw.frames.slice(1, 3).map((frame) => frame.message);
 }
 
 describe('over graphql-ws', () => {
