@@ -6,6 +6,7 @@ import { builder } from './builder.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner } from './inputs.ts';
 import { listingConnection, listingPageSize } from './listing.ts';
+import { plainRead } from './plain-read.ts';
 
 export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
   description: 'Who holds a unit of work, until when. Pass `token` to the resource you act on: it rejects smaller ones.',
@@ -13,6 +14,7 @@ export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
     id: t.id({
       description: "The lease's identity, for normalized caches (Apollo, urql): its unit's id (one lease row per unit, whoever holds it).",
       resolve: (lease) => lease.unitId,
+      extensions: plainRead,
     }),
     unitId: t.exposeID('unitId'),
     owner: t.exposeString('owner'),

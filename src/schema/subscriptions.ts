@@ -90,6 +90,7 @@ builder.subscriptionField('leaseChanged', (t) =>
       return live.leaseChanged({ tenant, unitId, sendBuffer: connection.sendBuffer, seen: resumedSeq(connection.lastEventId) });
     },
     resolve: (lease: Lease) => lease,
+    extensions: plainRead,
   }),
 );
 
@@ -112,6 +113,7 @@ builder.subscriptionField('leasesChanged', (t) =>
       'Every lease of the tenant, each time it is acquired, renewed or released, by any writer: its new state. Compare version: larger is newer. No current state first: list with `leases`. A subscriber that stops reading while more than 1000 units change gets a LIMIT_EXCEEDED error ending the stream.',
     subscribe: (_, __, { tenant, live, connection }) => live.leasesChanged({ tenant, sendBuffer: connection.sendBuffer }),
     resolve: (lease: Lease) => lease,
+    extensions: plainRead,
   }),
 );
 

@@ -25,6 +25,7 @@ const events: DeliveredEvent[] = [
     createdAt: at,
   },
   // A payload graphql-js must not take for a promise, and numbers at the edges of Int.
+  // biome-ignore lint/suspicious/noThenProperty: a payload that looks like a promise on purpose
   { runId: 'r1', seq: 2 ** 31 - 1, type: 'then', payload: { then: 'not a promise', big: 2 ** 60 }, createdAt: at, missingBefore: [] },
 ];
 
@@ -143,12 +144,24 @@ describe('plain execution (events resolved by a plan, not graphql-js)', () => {
     ['a method where a value is read', { ...events[0], type: () => 'step' }],
     ['a list that is not an array', { ...events[0], missingBefore: new Set([{ from: 1, to: 2 }]) }],
     ['a null in a list of non-null', { ...events[0], missingBefore: [null] }],
-  ])('%s: the plan gives up, and the shared result is graphql-js\'s', async (_, event) => {
+  ])("%s: the plan gives up, and the shared result is graphql-js's", async (_, event) => {
     const query = 'subscription { runEvents(runId: "r1") { seq type createdAt missingBefore { from to } } }';
     const args = argsFor(query);
     expect(planResults(args)?.(event)).toBeUndefined();
     const shared = await sharedExecution(args, { plain: true })(event);
     expect(JSON.stringify(shared)).toBe(JSON.stringify(await execute({ ...args, rootValue: event })));
+  });
+
+  it('leaseChanged and leasesChanged are planned alike', async () => {
+    for (const query of [
+      'subscription { leaseChanged(unitId: "unit-7") { id unitId owner token acquiredAt expiresAt version __typename } }',
+      'subscription { leasesChanged { ... on Lease { id u: unitId } token } }',
+    ]) {
+      const args = argsFor(query);
+      const planned = planResults(args)?.(lease);
+      expect(planned).toBeDefined();
+      expect(JSON.stringify(planned)).toBe(JSON.stringify(await execute({ ...args, rootValue: lease })));
+    }
   });
 
   it('selections of resolvers that read more than their parent are not planned', () => {
