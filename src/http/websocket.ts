@@ -99,6 +99,27 @@ const answerWithoutHttpStatus = <R>(result: R): R | undefined => {
 
 const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
 
+/**
+ * A frame whose socket is cut before it was written fails its send's callback, and graphql-ws
+ * takes that for a fault of ours: "Internal error occurred during message handling" with a
+ * stack on stderr, once per answer in flight, so a client could fill the server's log by asking
+ * and hanging up. A send to a socket no longer open has nobody to reach: its callback is told
+ * it is done. (The prototype's send is looked up at each call, so faults injected there apply.)
+ */
+const NO_SEND_OPTIONS = Object.freeze({});
+
+export function quietWhenCut(socket: WebSocket) {
+  socket.send = ((data: unknown, optionsOrDone?: unknown, done?: (err?: Error) => void) => {
+    const callback = typeof optionsOrDone === 'function' ? (optionsOrDone as (err?: Error) => void) : done;
+    const options = typeof optionsOrDone === 'function' || optionsOrDone === undefined ? NO_SEND_OPTIONS : optionsOrDone;
+    const send = (Object.getPrototypeOf(socket) as WebSocket).send;
+    if (!callback) return send.call(socket, data as never, options as never);
+    return send.call(socket, data as never, options as never, (err?: Error) =>
+      callback(err && socket.readyState !== socket.OPEN ? undefined : err),
+    );
+  }) as WebSocket['send'];
+}
+
 export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   const { yoga, apiKeys, admission, sessions } = deps;
   const sessionsBySocket = new WeakMap<WebSocket, SocketSession>();
@@ -139,6 +160,7 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       return;
     }
     webSockets.handleUpgrade(req, socket, head, (ws) => {
+      quietWhenCut(ws);
       webSockets.emit('connection', ws, req);
       reusedIdsWaitForTheirEnd(ws, { maxHeldBytes: deps.maxBodyBytes });
     });
