@@ -144,7 +144,14 @@ export const runPage: Page = (root, session, params) => {
               ' left',
             )
           : h('p', { id: 'run-holder' }, finished ? 'Finished.' : 'No worker holds it.');
-    fill(holding, h('h2', {}, 'Worker'), who, session.canWrite && !finished ? cancelForm : null);
+    // Only the holder's line is redrawn (each second): the form stays in place, so a reason
+    // being typed keeps its focus and its text.
+    if (!holding.firstChild) holding.append(h('h2', {}, 'Worker'), h('div', { class: 'holder' }));
+    const line = holding.querySelector('.holder');
+    if (line) fill(line, who);
+    const canCancel = session.canWrite && !finished;
+    if (canCancel && !cancelForm.isConnected) holding.append(cancelForm);
+    if (!canCancel) cancelForm.remove();
   }
   async function cancelRun() {
     const button = cancelForm.querySelector('button');

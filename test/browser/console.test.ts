@@ -233,7 +233,10 @@ describeWithBrowser('the run console in Chromium', () => {
       } finally {
         await list.close();
       }
-      await page.locator('#cancel-reason').fill('the worker is gone');
+      // Typed at a person's pace, across the countdown's redraws: the field keeps its focus and text.
+      await page.locator('#cancel-reason').click();
+      await page.keyboard.type('the worker is gone', { delay: 150 });
+      expect(await page.locator('#cancel-reason').inputValue()).toBe('the worker is gone');
       await page.locator('#cancel-run').click();
       await waitFor(async () => (await text(page, '#run-status')) === 'CANCELLED', { what: 'the run cancelled' });
       const { data } = await api.gql(
