@@ -74,6 +74,28 @@ describeWithBrowser('the run console in Chromium', () => {
     }
   });
 
+  test('the runs list ages its rows without redrawing them: a focused link keeps the focus', async () => {
+    const runId = await newRun('keeps focus');
+    // A browser of its own: the clock moved on by hand below is its whole context's.
+    const own = await openBrowser();
+    const page = await own.context.newPage();
+    try {
+      // The page's clock, moved on by hand: the ages' 15 s tick comes at once.
+      await page.clock.install();
+      await page.addInitScript((value) => sessionStorage.setItem('runplane.apiKey', value), WRITE);
+      await page.goto(new URL('/#/runs', api.url).toString());
+      const link = page.locator(`tr[data-run="${runId}"] a`);
+      await link.waitFor({ timeout: 30_000 });
+      await link.focus();
+      const before = await text(page, `tr[data-run="${runId}"] td.age`);
+      await page.clock.fastForward(5 * 60_000);
+      await waitFor(async () => (await text(page, `tr[data-run="${runId}"] td.age`)) !== before, { what: 'the age moved on' });
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe(runId);
+    } finally {
+      await own.close();
+    }
+  });
+
   test("another client's events and a row written straight into the table appear in order; a paused tail takes nothing, a resumed one catches up and says where", async () => {
     const runId = await newRun();
     for (let i = 0; i < 3; i++) await append(runId, 'tool.called', { i }, 5);
