@@ -75,6 +75,8 @@ function plan(args: ExecutionArgs): ((payload: unknown) => ExecutionResult | und
   for (const definition of document.definitions)
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
   const planning: Planning = { schema, fragments, variables: coerced.coerced };
+  // The root field is planned apart: unlike the fields below it, it has arguments (settled at
+  // subscribe time; its marked resolver ignores them).
   const roots = collect(planning, type, [operation.selectionSet]);
   const root = roots?.size === 1 ? [...roots][0] : undefined;
   if (!root) return undefined;
