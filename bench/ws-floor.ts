@@ -20,11 +20,12 @@ function serve() {
       const started = performance.now();
       const tick = () => {
         seq++;
+        // The event's time, once: a delivery is timed from the event, as Runplane's are from the
+        // append, so the later sockets of a broadcast count the wait behind the earlier ones.
+        const sentAt = Date.now();
         for (const client of wss.clients) {
           // What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would.
-          client.send(
-            JSON.stringify({ id: '1', type: 'next', payload: { data: { runEvents: { seq, payload: { sentAt: Date.now() } } } } }),
-          );
+          client.send(JSON.stringify({ id: '1', type: 'next', payload: { data: { runEvents: { seq, payload: { sentAt } } } } }));
         }
         if (seq < Number(count)) setTimeout(tick, Math.max(0, started + (seq * 1000) / Number(rate) - performance.now()));
       };
