@@ -3,7 +3,7 @@ import { fanOut } from './fan-out.ts';
 import { idleSubscribers } from './idle-subscribers.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { ms, ratio } from './stats.ts';
-import { wsFloor } from './ws-floor.ts';
+import { storedWsFloor, wsFloor } from './ws-floor.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];
 
@@ -30,6 +30,8 @@ export async function fanOutSection(step: (what: string) => void) {
   // The bare broadcast writes nothing to a table: the same appends with one subscriber show what they cost alone.
   const lone = await withServer((server) => fanOut(server, 1, 50, 10));
   const floor = await wsFloor(1000, 50, 10);
+  // The same broadcast behind the engine and the SDK: what is left above it is Runplane's own.
+  const stored = await storedWsFloor(1000, 50, 10);
   step('fan-out: 10,000 idle WebSocket subscribers over 100 runs');
   const idle = await withServer((server) => idleSubscribers(server, 10_000, 100));
   const kibPerSubscriber = ((idle.rssMiB - idle.rssIdleMiB) * 1024) / idle.subscribers;
@@ -40,6 +42,12 @@ export async function fanOutSection(step: (what: string) => void) {
       `${ms(fan.p50)} / ${ms(fan.p99)}; ${delivered(fan)}`,
       `bare ws broadcast: ${ms(floor.p50)} / ${ms(floor.p99)}`,
       `${ratio(fan.p99 / floor.p99)} (p99; target at most 2x)`,
+    ],
+    [
+      'the bare broadcast behind a store: each event posted, put by the SDK into the engine, then broadcast (p50 / p99)',
+      `${ms(stored.p50)} / ${ms(stored.p99)}; ${stored.serverCores.toFixed(2)} cores`,
+      `Runplane, one run, above: ${ms(fan.p50)} / ${ms(fan.p99)}; ${fan.serverCores.toFixed(2)} cores`,
+      `${ratio(fan.p99 / stored.p99)} (Runplane's p99 to this one's)`,
     ],
     [
       'fan-out, 1,000 subscribers over 100 runs x 50 events/s: delivery p50 / p99',
@@ -78,5 +86,5 @@ export async function fanOutSection(step: (what: string) => void) {
       `${ratio(idle.connectSeconds / idle.bareConnectSeconds)} (target at most 3x)`,
     ],
   );
-  return { rows, results: { oneRun: fan, hundredRuns: spread, oneSubscriber: lone, bareWs: floor, idle } };
+  return { rows, results: { oneRun: fan, hundredRuns: spread, oneSubscriber: lone, bareWs: floor, storedWs: stored, idle } };
 }

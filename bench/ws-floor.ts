@@ -1,12 +1,29 @@
 /**
- * The floor for fan-out: a bare `ws` server (no GraphQL, no Runplane) in a process of its
+ * The floors for fan-out: a bare `ws` server (no GraphQL, no Runplane) in a process of its
  * own, broadcasting frames of the same shape at the same pace to the same number of
  * subscribers. What Runplane adds on top of this is its own cost; the rest is the sockets'.
+ *
+ * The second floor is the same broadcast behind a store: each event comes from the load
+ * generator as an HTTP post, is written to the embedded engine by the SDK (one conditional
+ * PutItem, through the in-process client Runplane uses) and then broadcast. It does what
+ * Runplane's fan-out does less GraphQL and Runplane's own code, so what lies between it and
+ * Runplane is Runplane's; what lies between it and the bare broadcast is the engine's and
+ * the SDK's work on the same core.
  */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { WebSocket, WebSocketServer } from 'ws';
+import { startEngine } from '../src/engine/index.ts';
+import { createClients } from '../src/table/client.ts';
+import { ensureTable } from '../src/table/ensure.ts';
+import { graphqlClient } from './clients.ts';
 import { until } from './fan-out.ts';
 import { startProcess } from './server.ts';
 import { percentile } from './stats.ts';
+
+/** What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would. */
+const frame = (seq: number, sentAt: number) =>
+  JSON.stringify({ id: '1', type: 'next', payload: { data: { runEvents: { seq, payload: { sentAt } } } } });
 
 /** Run as a process: `tsx bench/ws-floor.ts serve`. */
 function serve() {
@@ -23,10 +40,7 @@ function serve() {
         // The event's time, once: a delivery is timed from the event, as Runplane's are from the
         // append, so the later sockets of a broadcast count the wait behind the earlier ones.
         const sentAt = Date.now();
-        for (const client of wss.clients) {
-          // What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would.
-          client.send(JSON.stringify({ id: '1', type: 'next', payload: { data: { runEvents: { seq, payload: { sentAt } } } } }));
-        }
+        for (const client of wss.clients) client.send(frame(seq, sentAt));
         if (seq < Number(count)) setTimeout(tick, Math.max(0, started + (seq * 1000) / Number(rate) - performance.now()));
       };
       tick();
@@ -34,21 +48,63 @@ function serve() {
   );
 }
 
+/** Run as a process: `tsx bench/ws-floor.ts serve-stored`. */
+async function serveStored() {
+  const engine = await startEngine({ port: 0 });
+  const clients = createClients({
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'floor', secretAccessKey: 'floor' },
+    endpoint: engine.endpoint,
+    inProcess: engine.answer,
+  });
+  await ensureTable(clients.dynamo, 'floor', { create: true });
+  const http = createServer();
+  const wss = new WebSocketServer({ server: http });
+  let seq = 0;
+  http.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    let body = '';
+    request.setEncoding('utf8');
+    request.on('data', (chunk) => {
+      body += chunk;
+    });
+    request.on('end', async () => {
+      // Posted as graphqlClient posts an append (the load generator's client is the same).
+      const { sentAt } = (JSON.parse(body) as { variables: { sentAt: number } }).variables;
+      const at = ++seq;
+      await clients.doc.send(
+        new PutCommand({
+          TableName: 'floor',
+          Item: { pk: 'default#run#floor', sk: `evt#${String(at).padStart(12, '0')}`, type: 'step', payload: { sentAt } },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      for (const client of wss.clients) client.send(frame(at, sentAt));
+      response.end(JSON.stringify({ data: { seq: at } }));
+    });
+  });
+  http.listen(0, '127.0.0.1', () => console.log(`stored ws on ${(http.address() as { port: number }).port}`));
+}
+
+async function connect(port: string | undefined, subscribers: number, latency: (sentAt: number) => number) {
+  const sockets: WebSocket[] = [];
+  const latencies: number[] = [];
+  for (let i = 0; i < subscribers; i++) {
+    const socket = new WebSocket(`ws://127.0.0.1:${port}`);
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    socket.on('message', (raw) => {
+      const message = JSON.parse(String(raw)) as { payload: { data: { runEvents: { payload: { sentAt: number } } } } };
+      latencies.push(latency(message.payload.data.runEvents.payload.sentAt));
+    });
+    sockets.push(socket);
+  }
+  return { sockets, latencies };
+}
+
 export async function wsFloor(subscribers: number, eventsPerSecond: number, seconds: number) {
   const server = await startProcess('bench/ws-floor.ts', {}, [/bare ws on (\d+)/], ['serve']);
   const port = /bare ws on (\d+)/.exec(server.output())?.[1];
-  const sockets: WebSocket[] = [];
-  const latencies: number[] = [];
+  const { sockets, latencies } = await connect(port, subscribers, (sentAt) => Date.now() - sentAt);
   try {
-    for (let i = 0; i < subscribers; i++) {
-      const socket = new WebSocket(`ws://127.0.0.1:${port}`);
-      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-      socket.on('message', (raw) => {
-        const message = JSON.parse(String(raw)) as { payload: { data: { runEvents: { payload: { sentAt: number } } } } };
-        latencies.push(Date.now() - message.payload.data.runEvents.payload.sentAt);
-      });
-      sockets.push(socket);
-    }
     const events = eventsPerSecond * seconds;
     const cpuBefore = server.cpuSeconds();
     const started = performance.now();
@@ -66,4 +122,42 @@ export async function wsFloor(subscribers: number, eventsPerSecond: number, seco
   }
 }
 
+/** The broadcast behind a store: events posted at the pace, as Runplane's fan-out gets its appends. */
+export async function storedWsFloor(subscribers: number, eventsPerSecond: number, seconds: number) {
+  const server = await startProcess('bench/ws-floor.ts', {}, [/stored ws on (\d+)/], ['serve-stored'], { quiet: true });
+  const port = /stored ws on (\d+)/.exec(server.output())?.[1];
+  const gql = graphqlClient(`http://127.0.0.1:${port}/`);
+  const post = (sentAt: number) => gql('', { sentAt });
+  // Warm (the engine, the SDK and the HTTP path), as Runplane's server is by its subscribers' setup.
+  for (let i = 0; i < 500; i++) await post(0);
+  // Timed in the load generator's clock, from the post, as fan-out.ts times an append.
+  const { sockets, latencies } = await connect(port, subscribers, (sentAt) => performance.now() - sentAt);
+  try {
+    await post(performance.now());
+    await until(() => latencies.length >= subscribers, 60_000, 'the warm-up frame');
+    latencies.length = 0;
+    const events = eventsPerSecond * seconds;
+    const cpuBefore = server.cpuSeconds();
+    const started = performance.now();
+    const sends: Promise<unknown>[] = [];
+    for (let n = 0; n < events; n++) {
+      const wait = started + (n * 1000) / eventsPerSecond - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      sends.push(post(performance.now()));
+    }
+    await Promise.all(sends);
+    await until(() => latencies.length >= subscribers * events, 60_000, 'every stored frame');
+    const elapsed = (performance.now() - started) / 1000;
+    return {
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      serverCores: (server.cpuSeconds() - cpuBefore) / elapsed,
+    };
+  } finally {
+    for (const socket of sockets) socket.close();
+    await server.stop();
+  }
+}
+
 if (process.argv[2] === 'serve') serve();
+if (process.argv[2] === 'serve-stored') void serveStored();
