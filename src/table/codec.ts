@@ -185,11 +185,15 @@ export function toEvent(item: Item): RunEvent {
 
 const eventSizes = attached<RunEvent, number>('size');
 
-/** About how many bytes an event takes in a response (its payload's JSON and the fields around it); computed once per event. */
+/**
+ * About how many bytes an event takes in a response (its payload's JSON and the fields around
+ * it), in UTF-8 as it is sent (a character past ASCII is 2 to 4 bytes); computed once per event.
+ */
 export function eventBytes(event: RunEvent): number {
   let size = eventSizes.get(event);
   if (size === undefined) {
-    size = 160 + event.type.length + (event.payload === null || event.payload === undefined ? 4 : JSON.stringify(event.payload).length);
+    const payload = event.payload === null || event.payload === undefined ? 'null' : JSON.stringify(event.payload);
+    size = 160 + Buffer.byteLength(event.type) + Buffer.byteLength(payload);
     eventSizes.set(event, size);
   }
   return size;

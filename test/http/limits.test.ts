@@ -202,6 +202,35 @@ describe('response size', () => {
     // What was sent stayed near the limit: not four times 12 events of 16 KB.
     expect(text.length).toBeLessThan(2 * 65536);
   });
+
+  test('the limit is in bytes as sent: payloads past ASCII (3 bytes a character) count as such', async () => {
+    const api = await startTestServer({ RUNPLANE_MAX_RESPONSE_BYTES: '65536' });
+    // 10 events of 4,000 characters: 40,000 characters, 120,000 bytes in UTF-8.
+    const runId = await runWith(
+      api,
+      Array.from({ length: 10 }, (_, i) => ({ i, text: 'あ'.repeat(4000) })),
+    );
+    const read = (first: number) =>
+      fetch(api.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          query: 'query($id: ID!, $n: Int!) { run(id: $id) { events(first: $n) { edges { node { payload } } } } }',
+          variables: { id: runId, n: first },
+        }),
+      }).then(async (response) => {
+        const text = await response.text();
+        return { bytes: Buffer.byteLength(text), body: JSON.parse(text) };
+      });
+    const three = await read(3);
+    expect(three.body.errors).toBeUndefined();
+    const all = await read(10);
+    expect(all.body.errors?.[0]).toMatchObject({
+      message: expect.stringMatching(/larger than 65536 bytes \(RUNPLANE_MAX_RESPONSE_BYTES\)/),
+      extensions: { code: 'RESPONSE_TOO_LARGE' },
+    });
+    expect(all.bytes).toBeLessThan(65536);
+  });
 });
 
 describe('auth first', () => {

@@ -10,6 +10,7 @@ import { afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import WebSocket from 'ws';
 import { Results } from '../../src/http/subscriptions/shared-execution.ts';
 import { schema } from '../../src/schema/index.ts';
+import { SendBuffer } from '../../src/streams/send-buffer.ts';
 import { metric } from '../support/metrics.ts';
 import { appendEvent, newRun } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -110,6 +111,19 @@ describe('the live stage', () => {
     expect(frames[0]).toHaveLength(payloads.length);
     expect(frames[0]).toEqual(frames[1]);
     expect(frames[0]?.map((frame) => JSON.parse(frame).payload.data.runEvents.payload)).toEqual(payloads);
+  });
+
+  test('a frame holds its size in the send buffer in bytes as sent (UTF-8), not in characters', async () => {
+    const runId = await newRun(staged);
+    const held = vi.spyOn(SendBuffer.prototype, 'hold');
+    const subscriber = await rawSubscriber(staged, 'bytes', EVENTS, { runId, after: 0 });
+    await appendEvent(staged, runId, { payload: { text: 'あ'.repeat(1000) } });
+    await waitFor(() => subscriber.nexts().length >= 1, { what: 'the event' });
+    const [frame] = subscriber.nexts() as [string];
+    // 1,000 characters of 3 bytes each: the frame is about 3,000 bytes, not 1,000.
+    expect(Buffer.byteLength(frame)).toBeGreaterThan(3000);
+    expect(held.mock.calls.map(([bytes]) => bytes)).toContain(Buffer.byteLength(frame));
+    subscriber.close();
   });
 
   test('a frame the socket refuses to take holds nothing in the send buffer, and the event still comes, once', async () => {

@@ -85,7 +85,8 @@ export function deliverOverSocket(
   let stopped = false;
   const write = (result: ExecutionResult) => {
     const frame = nextFrameAfter(head, resultJson(result, mask));
-    const bytes = frame.length;
+    // What the socket takes: UTF-8 (a string's length counts a character past ASCII as 1 or 2).
+    const bytes = Buffer.byteLength(frame);
     sendBuffer.hold(bytes);
     corked(raw);
     try {
