@@ -71,13 +71,19 @@ async function serveStored() {
       // Posted as graphqlClient posts an append (the load generator's client is the same).
       const { sentAt } = (JSON.parse(body) as { variables: { sentAt: number } }).variables;
       const at = ++seq;
-      await clients.doc.send(
-        new PutCommand({
-          TableName: 'floor',
-          Item: { pk: 'default#run#floor', sk: `evt#${String(at).padStart(12, '0')}`, type: 'step', payload: { sentAt } },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      try {
+        await clients.doc.send(
+          new PutCommand({
+            TableName: 'floor',
+            Item: { pk: 'default#run#floor', sk: `evt#${String(at).padStart(12, '0')}`, type: 'step', payload: { sentAt } },
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        );
+      } catch (err) {
+        // graphqlClient rejects on errors: the measurement stops with the reason.
+        response.end(JSON.stringify({ errors: [{ message: String(err) }] }));
+        return;
+      }
       for (const client of wss.clients) client.send(frame(at, sentAt));
       response.end(JSON.stringify({ data: { seq: at } }));
     });
