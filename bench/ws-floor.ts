@@ -18,7 +18,7 @@ import { createClients } from '../src/table/client.ts';
 import { ensureTable } from '../src/table/ensure.ts';
 import { graphqlClient } from './clients.ts';
 import { until } from './fan-out.ts';
-import { startProcess } from './server.ts';
+import { type BenchProcess, startProcess } from './server.ts';
 import { percentile } from './stats.ts';
 
 /** What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would. */
@@ -106,16 +106,22 @@ async function connect(port: string | undefined, subscribers: number, latency: (
   return { sockets, latencies };
 }
 
-export async function wsFloor(subscribers: number, eventsPerSecond: number, seconds: number) {
-  const server = await startProcess('bench/ws-floor.ts', {}, [/bare ws on (\d+)/], ['serve']);
-  const port = /bare ws on (\d+)/.exec(server.output())?.[1];
-  const { sockets, latencies } = await connect(port, subscribers, (sentAt) => Date.now() - sentAt);
+/**
+ * Warms up, drives the events, waits for every frame and reads the figures (the server's CPU
+ * from the first event to the last frame); closes the sockets however it ends.
+ */
+async function measure(
+  server: BenchProcess,
+  { sockets, latencies }: Awaited<ReturnType<typeof connect>>,
+  expected: number,
+  { warm, drive }: { warm?: () => Promise<void>; drive: () => Promise<void> },
+) {
   try {
-    const events = eventsPerSecond * seconds;
+    await warm?.();
     const cpuBefore = server.cpuSeconds();
     const started = performance.now();
-    sockets[0]?.send(`go ${eventsPerSecond} ${events}`);
-    await until(() => latencies.length >= subscribers * events, 60_000, 'every bare frame');
+    await drive();
+    await until(() => latencies.length >= expected, 60_000, 'every frame of the floor');
     const elapsed = (performance.now() - started) / 1000;
     return {
       p50: percentile(latencies, 50),
@@ -124,46 +130,56 @@ export async function wsFloor(subscribers: number, eventsPerSecond: number, seco
     };
   } finally {
     for (const socket of sockets) socket.close();
+  }
+}
+
+/** Runs `floor` against the floor server started by `serve` (stopped however it ends). */
+async function withFloor<T>(serve: string, ready: RegExp, floor: (server: BenchProcess, port: string | undefined) => Promise<T>) {
+  const server = await startProcess('bench/ws-floor.ts', {}, [ready], [serve], { quiet: true });
+  try {
+    return await floor(server, ready.exec(server.output())?.[1]);
+  } finally {
     await server.stop();
   }
 }
 
-/** The broadcast behind a store: events posted at the pace, as Runplane's fan-out gets its appends. */
-export async function storedWsFloor(subscribers: number, eventsPerSecond: number, seconds: number) {
-  const server = await startProcess('bench/ws-floor.ts', {}, [/stored ws on (\d+)/], ['serve-stored'], { quiet: true });
-  const port = /stored ws on (\d+)/.exec(server.output())?.[1];
-  const gql = graphqlClient(`http://127.0.0.1:${port}/`);
-  const post = (sentAt: number) => gql('', { sentAt });
-  // Warm (the engine, the SDK and the HTTP path), as Runplane's server is by its subscribers' setup.
-  for (let i = 0; i < 500; i++) await post(0);
-  // Timed in the load generator's clock, from the post, as fan-out.ts times an append.
-  const { sockets, latencies } = await connect(port, subscribers, (sentAt) => performance.now() - sentAt);
-  try {
-    await post(performance.now());
-    await until(() => latencies.length >= subscribers, 60_000, 'the warm-up frame');
-    latencies.length = 0;
+export const wsFloor = (subscribers: number, eventsPerSecond: number, seconds: number) =>
+  withFloor('serve', /bare ws on (\d+)/, async (server, port) => {
+    const connected = await connect(port, subscribers, (sentAt) => Date.now() - sentAt);
     const events = eventsPerSecond * seconds;
-    const cpuBefore = server.cpuSeconds();
-    const started = performance.now();
-    const sends: Promise<unknown>[] = [];
-    for (let n = 0; n < events; n++) {
-      const wait = started + (n * 1000) / eventsPerSecond - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      sends.push(post(performance.now()));
-    }
-    await Promise.all(sends);
-    await until(() => latencies.length >= subscribers * events, 60_000, 'every stored frame');
-    const elapsed = (performance.now() - started) / 1000;
-    return {
-      p50: percentile(latencies, 50),
-      p99: percentile(latencies, 99),
-      serverCores: (server.cpuSeconds() - cpuBefore) / elapsed,
-    };
-  } finally {
-    for (const socket of sockets) socket.close();
-    await server.stop();
-  }
-}
+    return measure(server, connected, subscribers * events, {
+      drive: async () => connected.sockets[0]?.send(`go ${eventsPerSecond} ${events}`),
+    });
+  });
+
+/** The broadcast behind a store: events posted at the pace, as Runplane's fan-out gets its appends. */
+export const storedWsFloor = (subscribers: number, eventsPerSecond: number, seconds: number) =>
+  withFloor('serve-stored', /stored ws on (\d+)/, async (server, port) => {
+    const gql = graphqlClient(`http://127.0.0.1:${port}/`);
+    const post = (sentAt: number) => gql('', { sentAt });
+    // Warm (the engine, the SDK and the HTTP path), as Runplane's server is by its subscribers' setup.
+    for (let i = 0; i < 500; i++) await post(0);
+    // Timed in the load generator's clock, from the post, as fan-out.ts times an append.
+    const connected = await connect(port, subscribers, (sentAt) => performance.now() - sentAt);
+    const events = eventsPerSecond * seconds;
+    return measure(server, connected, subscribers * events, {
+      warm: async () => {
+        await post(performance.now());
+        await until(() => connected.latencies.length >= subscribers, 60_000, 'the warm-up frame');
+        connected.latencies.length = 0;
+      },
+      drive: async () => {
+        const started = performance.now();
+        const sends: Promise<unknown>[] = [];
+        for (let n = 0; n < events; n++) {
+          const wait = started + (n * 1000) / eventsPerSecond - performance.now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+          sends.push(post(performance.now()));
+        }
+        await Promise.all(sends);
+      },
+    });
+  });
 
 if (process.argv[2] === 'serve') serve();
 if (process.argv[2] === 'serve-stored') void serveStored();
