@@ -181,5 +181,7 @@ export const storedWsFloor = (subscribers: number, eventsPerSecond: number, seco
     });
   });
 
+// Ended as a process that exits (so that `--cpu-prof` writes its profile), not killed.
+if (process.argv[2]?.startsWith('serve')) process.on('SIGTERM', () => process.exit(0));
 if (process.argv[2] === 'serve') serve();
 if (process.argv[2] === 'serve-stored') void serveStored();
