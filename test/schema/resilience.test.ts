@@ -74,6 +74,46 @@ describe.skipIf(onlyEmbedded)('resilience', () => {
       expect((await rows(runId)).filter((row) => String(row.sk).startsWith('evt#'))).toHaveLength(1);
     });
 
+    const FENCED_APPEND = `mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }`;
+    const claimed = async () => {
+      const runId = await newRun(api, { budgetCap: 100 });
+      const { data } = await api.gql('mutation($input: ClaimRunInput!) { claimRun(input: $input) { ... on RunClaim { token } } }', {
+        input: { runId, holder: 'worker', ttlSeconds: 600 },
+      });
+      return { runId, token: data.claimRun.token as number };
+    };
+    const eventSeqs = async (runId: string) =>
+      (await rows(runId)).filter((row) => String(row.sk).startsWith('evt#')).map((row) => Number(String(row.sk).slice(4)));
+
+    test('a fenced append (a transaction) is stored once, at the seq its writer is told', async () => {
+      const { runId, token } = await claimed();
+      using _ = engine.faults.inject({ operations: ['TransactWriteItems'], error: 'InternalServerError', after: true, times: 1 });
+      const { data } = await api.gql(FENCED_APPEND, { input: { runId, type: 'once', fencingToken: token } });
+      expect(data.appendEvent).toEqual({ __typename: 'Event', seq: 1 });
+      expect(await eventSeqs(runId)).toEqual([1]);
+    });
+
+    test('fenced appends written together: a batch resent after its answer was lost is stored once', async () => {
+      const { runId, token } = await claimed();
+      // The first write goes alone; the ones queued behind it go as a batch, whose answer is lost.
+      using lost = engine.faults.inject({
+        operations: ['TransactWriteItems'],
+        error: 'InternalServerError',
+        after: true,
+        skip: 1,
+        times: 1,
+      });
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          api.gql(FENCED_APPEND, { input: { runId, type: 'step', payload: { i }, fencingToken: token } }),
+        ),
+      );
+      const seqs = answers.map((answer) => answer.data?.appendEvent?.seq).sort((a, b) => a - b);
+      expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(await eventSeqs(runId)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(lost.hits).toBe(1);
+    });
+
     test('a charge is applied once', async () => {
       const runId = await newRun(api, { budgetCap: 100 });
       using _ = engine.faults.inject({ operations: ['UpdateItem'], error: 'InternalServerError', after: true, times: 1 });
