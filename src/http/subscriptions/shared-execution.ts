@@ -36,10 +36,11 @@ interface EventResults {
 }
 const results = attached<object, EventResults>('results');
 
-/** What a result keeps: the event it was made from (SSE names its frames after it), and its JSON once made. */
+/** What a result keeps: the event it was made from (SSE names its frames after it), and its JSON (and its UTF-8 size) once made. */
 interface Kept {
   source: unknown;
   json: string | undefined;
+  bytes?: number;
 }
 const kept = attached<ExecutionResult, Kept>('kept');
 
@@ -187,4 +188,12 @@ export function resultJson(result: ExecutionResult, mask: Mask) {
   if (keeping) keeping.json = json;
   else kept.set(result, { source: undefined, json });
   return json;
+}
+
+/** How many bytes resultJson(result, mask) takes in UTF-8, measured once for every subscriber sharing the result. */
+export function resultJsonBytes(result: ExecutionResult, mask: Mask) {
+  const json = resultJson(result, mask);
+  const keeping = kept.get(result) as Kept;
+  keeping.bytes ??= Buffer.byteLength(json);
+  return keeping.bytes;
 }

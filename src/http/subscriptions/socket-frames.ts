@@ -19,7 +19,7 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
 import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
-import { type Results, resultJson } from './shared-execution.ts';
+import { type Results, resultJson, resultJsonBytes } from './shared-execution.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
@@ -81,12 +81,15 @@ export function deliverOverSocket(
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
   const head = nextFrameHead(id);
+  /** The frame's bytes around the result's JSON (the head, and the closing brace). */
+  const frameBytes = Buffer.byteLength(head) + 1;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const write = (result: ExecutionResult) => {
     const frame = nextFrameAfter(head, resultJson(result, mask));
-    // What the socket takes: UTF-8 (a string's length counts a character past ASCII as 1 or 2).
-    const bytes = Buffer.byteLength(frame);
+    // What the socket takes: UTF-8 (a string's length counts a character past ASCII as 1 or 2),
+    // the shared JSON's measured once for all its subscribers.
+    const bytes = frameBytes + resultJsonBytes(result, mask);
     sendBuffer.hold(bytes);
     corked(raw);
     try {
