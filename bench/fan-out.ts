@@ -100,7 +100,7 @@ export async function fanOut(
     const due = started + (n * 1000) / eventsPerSecond;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    sends.push(append(runIds[n % runs] as string, { sentAt: performance.now() }));
+    sends.push(observed(append(runIds[n % runs] as string, { sentAt: performance.now() })));
   }
   await Promise.all(sends);
   /** The last seq of subscriber i's run: the warm-up event and that run's share of the events. */
@@ -130,6 +130,15 @@ export async function fanOut(
     connectSeconds,
     serverCores,
   };
+}
+
+/**
+ * `promise`, its failure observed now: one awaited only later (with the rest of the sends)
+ * must not end the process as an unhandled rejection before the caller's cleanup runs.
+ */
+export function observed<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined);
+  return promise;
 }
 
 export async function until(condition: () => boolean, timeoutMs: number, what: string) {

@@ -17,7 +17,7 @@ import { startEngine } from '../src/engine/index.ts';
 import { createClients } from '../src/table/client.ts';
 import { ensureTable } from '../src/table/ensure.ts';
 import { graphqlClient } from './clients.ts';
-import { until } from './fan-out.ts';
+import { observed, until } from './fan-out.ts';
 import { type BenchProcess, startProcess } from './server.ts';
 import { percentile } from './stats.ts';
 
@@ -174,7 +174,7 @@ export const storedWsFloor = (subscribers: number, eventsPerSecond: number, seco
         for (let n = 0; n < events; n++) {
           const wait = started + (n * 1000) / eventsPerSecond - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-          sends.push(post(performance.now()));
+          sends.push(observed(post(performance.now())));
         }
         await Promise.all(sends);
       },
