@@ -212,6 +212,21 @@ describe.skipIf(noRedis)('over Redis', () => {
     expect(b.got.changes).toEqual([]);
   });
 
+  test('an entry is measured in bytes, as the receiver measures it: one past the bound only in UTF-8 is not sent either', async () => {
+    const prefix = uniqueName('fan');
+    const a = replica(prefix, 'a');
+    const b = replica(prefix, 'b');
+    await Promise.all([a.fanout.start(), b.fanout.start()]);
+    const small = event(1) as Extract<Change, { kind: 'event' }>;
+    // Half the bound in characters, one and a half times it in bytes.
+    const wide: Change = { ...small, event: { ...small.event, payload: 'あ'.repeat(MAX_ENTRY / 2) } };
+    a.fanout.publish(wide);
+    expect(a.fanout.degraded).toMatch(/could not be sent/);
+    await waitFor(() => b.got.resyncs.some((r) => /replica a could not send/.test(r)), { timeoutMs: 10_000, what: 'the resync' });
+    expect(b.fanout.dropped.oversized ?? 0).toBe(0);
+    expect(b.got.changes).toEqual([]);
+  });
+
   test('heartbeats: a shard reader heard from keeps the others ready; a leaving one is forgotten at once', async () => {
     const prefix = uniqueName('fan');
     const a = replica(prefix, 'a', { shards: 2 });

@@ -34,7 +34,7 @@ export interface EntryRules {
   secret: string;
   /** The stream the entry must have been sealed for (its Redis key). */
   scope: string;
-  /** The largest value accepted, in UTF-16 code units (about bytes for JSON). */
+  /** The largest value accepted, in bytes (Redis hands the fields over as Buffers). */
   maxValueLength: number;
   /** Entries older than this (or this far in the future) are replays or clocks gone wrong. */
   maxAgeMs: number;

@@ -142,7 +142,8 @@ export class RedisFanout {
     const limit = this.options.maxSendsInFlight ?? MAX_SENDS_IN_FLIGHT;
     const value = encodeChange(change);
     // Too large for an entry (an item written around the API can be): the others read it from the table.
-    if (this.pub.status !== 'ready' || this.inFlight >= limit || value.length > this.options.maxEntryBytes) {
+    // Measured in bytes, as the receivers measure it (the Buffer Redis hands them).
+    if (this.pub.status !== 'ready' || this.inFlight >= limit || Buffer.byteLength(value) > this.options.maxEntryBytes) {
       this.counts.unsent++;
       this.unsent = true;
       return;
