@@ -118,7 +118,8 @@ export function createOutputStore(deps: StoreDeps) {
     }
     // The first chunk may start before afterOffset: its head was not asked for.
     const chunk = { runId, stream, offset: afterOffset, text: slicePoints(text, afterOffset - first.offset), final, end, more };
-    responseLimit?.spend(Buffer.byteLength(chunk.text));
+    // As the response will carry it: a JSON string (a control character takes 6 bytes there, a quote 2).
+    responseLimit?.spend(Buffer.byteLength(JSON.stringify(chunk.text)));
     return chunk;
   }
 

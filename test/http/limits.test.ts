@@ -231,6 +231,23 @@ describe('response size', () => {
     });
     expect(all.bytes).toBeLessThan(65536);
   });
+
+  test('output text counts as the JSON string it is sent as: a control character is 6 bytes there', async () => {
+    const api = await startTestServer({ RUNPLANE_MAX_RESPONSE_BYTES: '65536' });
+    const runId = await runWith(api);
+    // 20,000 characters stored, 120,000 bytes in the response (each one written \u0001).
+    const text = '\u0001'.repeat(20_000);
+    const appended = await api.gql('mutation($input: AppendOutputInput!) { appendOutput(input: $input) { __typename } }', {
+      input: { runId, stream: 'llm', offset: 0, text, final: true },
+    });
+    expect(appended).toEqual({ data: { appendOutput: { __typename: 'OutputChunk' } } });
+    const OUTPUT = 'query($id: ID!) { run(id: $id) { outputs { length } output(stream: "llm") { text } } }';
+    await waitFor(async () => (await api.gql(OUTPUT, { id: runId })).data?.run?.outputs?.[0]?.length === 20_000, {
+      what: 'the output stored',
+    });
+    const read = await api.gql(OUTPUT, { id: runId });
+    expect(read.errors?.[0]).toMatchObject({ extensions: { code: 'RESPONSE_TOO_LARGE' } });
+  });
 });
 
 describe('auth first', () => {
