@@ -50,12 +50,16 @@ export class StallWatcher {
   start() {
     this.loop = (async () => {
       while (!this.stopping.signal.aborted) {
+        // Rounds start an interval apart, however long one takes: a claim that ran out just after
+        // a round looked is found one interval later, not one interval and a round (a round longer
+        // than the interval, a backlog, is followed by the next at once).
+        const next = performance.now() + this.options.intervalMs;
         try {
           if (await this.hold()) await this.round();
         } catch (err) {
           this.options.log.warn(`stall watcher: a round failed (${err instanceof Error ? err.message : String(err)})`);
         }
-        await sleep(this.options.intervalMs, this.stopping.signal);
+        await sleep(Math.max(0, next - performance.now()), this.stopping.signal);
       }
     })();
   }

@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { ShardLeases } from '../../src/store/leases/shards.ts';
-import { CONCURRENT_RUNS, StallWatcher } from '../../src/streams/stall-watcher.ts';
+import { CONCURRENT_RUNS, StallWatcher, type StallWatcherOptions } from '../../src/streams/stall-watcher.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { metric } from '../support/metrics.ts';
@@ -536,6 +536,40 @@ describe('stalled runs, with a watcher that looks when told', () => {
     const live = (await gql(CLAIM, { runId: cancelled, holder: 'w', ttlSeconds: 60 })).data.claimRun;
     await gql('mutation($input: CancelRunInput!) { cancelRun(input: $input) { __typename } }', { runId: cancelled, reason: 'stop' });
     expect(await releaseOn(cancelled, 'w', live.token)).toEqual({ __typename: 'ClaimLost' });
+  });
+
+  test('rounds start an interval apart however long each takes: a claim that ran out is found within the interval, not the interval and a round', async () => {
+    const own = await startTestServer({ env: { RUNPLANE_STALL_CHECK_SECONDS: '3600' } });
+    // The server's own watcher lets the lease go; this one takes it with the same (real) lease client.
+    const { leases, runs } = (own.server.watcher as unknown as { options: StallWatcherOptions }).options;
+    await own.server.watcher.stop();
+    const starts: number[] = [];
+    // The real store, each round's read of the expired claims made 300 ms slower.
+    const slow = Object.create(runs, {
+      expiredClaims: {
+        value: async (...args: Parameters<typeof runs.expiredClaims>) => {
+          starts.push(performance.now());
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          return runs.expiredClaims(...args);
+        },
+      },
+    }) as typeof runs;
+    const cadence = new StallWatcher({
+      runs: slow,
+      leases,
+      owner: 'cadence',
+      intervalMs: 1_000,
+      log: { info: () => undefined, warn: () => undefined, error: () => undefined } as never,
+    });
+    cadence.start();
+    try {
+      await waitFor(() => starts.length >= 4, { what: 'four rounds' });
+    } finally {
+      await cadence.stop();
+    }
+    const gaps = starts.slice(1).map((start, i) => start - (starts[i] as number));
+    // Sleeping the interval after each round, they would be 1,300 ms apart at least.
+    expect(Math.min(...gaps)).toBeLessThan(1_300);
   });
 
   test(`claims that ran out together are looked at ${CONCURRENT_RUNS} runs at a time, every one stalled in one round`, async () => {
