@@ -32,6 +32,16 @@ export function eventRange(pk: string, from = keys.events.first, to = keys.event
   };
 }
 
+/**
+ * What a page reads of each event: what toEvent decodes (the run and seq from the keys), not the
+ * write id and the copies of the run and seq every event row also carries (a third of its bytes,
+ * which the engine, the SDK and the codec would each go over).
+ */
+const EVENT_PROJECTION = {
+  ProjectionExpression: 'pk, sk, #type, #payload, #createdAt',
+  ExpressionAttributeNames: { '#type': attr.type, '#payload': attr.payload, '#createdAt': attr.createdAt },
+};
+
 /** Items read per Query when filtering by type. */
 const FILTERED_PAGE = 500;
 
@@ -39,10 +49,8 @@ const FILTERED_PAGE = 500;
 function typeFilter(types: readonly string[] | undefined) {
   if (!types?.length) return { filter: {}, values: {} };
   return {
-    filter: {
-      FilterExpression: `#type IN (${types.map((_, i) => `:type${i}`).join(', ')})`,
-      ExpressionAttributeNames: { '#type': attr.type },
-    },
+    // `#type` is named by the projection.
+    filter: { FilterExpression: `#type IN (${types.map((_, i) => `:type${i}`).join(', ')})` },
     values: Object.fromEntries(types.map((t, i) => [`:type${i}`, t])),
   };
 }
@@ -67,6 +75,7 @@ export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPage
           TableName: tableName,
           KeyConditionExpression: range.KeyConditionExpression,
           ExpressionAttributeValues: { ...range.ExpressionAttributeValues, ...values },
+          ...EVENT_PROJECTION,
           ...filter,
           ScanIndexForward: forward,
           ConsistentRead: consistent,
