@@ -7,7 +7,8 @@
  * keepalive takes any pong, so a client that never reads could keep its socket, and everything
  * queued on it, forever by sending pongs).
  *
- * One timer for every socket: an idle subscriber holds no timer of its own.
+ * One timer for every socket: an idle subscriber holds no timer of its own. The sockets take
+ * turns, a share of them pinged every tenth of a second, each once an interval.
  */
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
@@ -18,6 +19,9 @@ export const BYTES_PER_PING_INTERVAL = 1024 * 1024;
 /** What the two kernels' socket buffers may hold ahead of a pong besides (Linux grows them to a few MiB). */
 const KERNEL_BUFFERS_BYTES = 8 * 1024 * 1024;
 
+/** How often a share of the sockets is pinged: each interval is cut into turns about this long. */
+const TURN_MS = 100;
+
 /**
  * @param mostUnsentBytes the backlog allowed for at most (more waiting buys no more time: a
  *   socket holding more has to be read faster)
@@ -25,13 +29,27 @@ const KERNEL_BUFFERS_BYTES = 8 * 1024 * 1024;
 export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, mostUnsentBytes: number) {
   /** The ping each socket has yet to answer: its payload, the intervals it has had and may have. */
   const awaited = new WeakMap<WebSocket, { payload: Buffer; intervals: number; allowed: number }>();
+  // Each socket has its turn in the interval (given round the turns as sockets come): pinging
+  // them all at once held the event loop for tens of milliseconds a thousand sockets, every
+  // interval, and every event broadcast meanwhile waited behind it.
+  const turns = Array.from({ length: Math.max(1, Math.round(intervalMs / TURN_MS)) }, () => new Set<WebSocket>());
+  let nextTurn = 0;
   server.on('connection', (socket: WebSocket) => {
+    const turn = turns[nextTurn++ % turns.length] as Set<WebSocket>;
+    turn.add(socket);
+    socket.once('close', () => turn.delete(socket));
     socket.on('pong', (data: Buffer) => {
       if (awaited.get(socket)?.payload.equals(data)) awaited.delete(socket);
     });
   });
+  let turn = 0;
   const timer = setInterval(() => {
-    for (const socket of server.clients) {
+    const sockets = turns[turn++ % turns.length] as Set<WebSocket>;
+    if (sockets.size === 0) return;
+    // Unguessable payloads (a client must not answer a ping before it has read up to it), drawn at once for the turn.
+    const random = randomBytes(8 * sockets.size);
+    let drawn = 0;
+    for (const socket of sockets) {
       if (socket.readyState !== socket.OPEN) continue;
       const waiting = awaited.get(socket);
       if (waiting) {
@@ -44,11 +62,12 @@ export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, m
       const backlog = socket.bufferedAmount;
       const allowed =
         backlog === 0 ? 1 : 1 + Math.ceil((Math.min(backlog, mostUnsentBytes) + KERNEL_BUFFERS_BYTES) / BYTES_PER_PING_INTERVAL);
-      const payload = randomBytes(8);
+      const payload = random.subarray(drawn, drawn + 8);
+      drawn += 8;
       awaited.set(socket, { payload, intervals: 0, allowed });
       socket.ping(payload);
     }
-  }, intervalMs);
+  }, intervalMs / turns.length);
   timer.unref();
   return () => clearInterval(timer);
 }

@@ -42,4 +42,21 @@ describe('WebSocket keepalive', () => {
     expect(await subscriptionsOpen()).toBe(1);
     reader.close();
   }, 120_000);
+
+  test('sockets are pinged in turns through the interval, not all at once (each still once an interval)', async () => {
+    const count = 30;
+    const sockets = await Promise.all(Array.from({ length: count }, () => rawSocket(api.url)));
+    const pings: number[][] = sockets.map(() => []);
+    sockets.forEach(({ socket }, i) => socket.on('ping', () => pings[i]?.push(performance.now())));
+    await waitFor(() => pings.every((times) => times.length >= 3), { timeoutMs: 60_000, what: 'three pings to every socket' });
+    // All at once, every socket's ping of an interval arrives within a few milliseconds of the others'.
+    const all = pings.flat().sort((a, b) => a - b);
+    let together = 0;
+    for (let first = 0, last = 0; last < all.length; last++) {
+      while ((all[last] as number) - (all[first] as number) > 20) first++;
+      together = Math.max(together, last - first + 1);
+    }
+    expect(together).toBeLessThanOrEqual(count / 2);
+    for (const { socket } of sockets) socket.close();
+  }, 120_000);
 });
