@@ -9,9 +9,8 @@ const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 /** A GraphQL client over kept-alive connections, like the SDK's own; rejects on GraphQL errors. */
 export function graphqlClient(url: string, key?: string) {
   const { hostname, port, pathname } = new URL(url);
-  return (query: string, variables: Record<string, unknown> = {}) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      const body = JSON.stringify({ query, variables });
+  const send = (body: string, retried: boolean): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
       const request = httpRequest(
         {
           hostname,
@@ -38,9 +37,15 @@ export function graphqlClient(url: string, key?: string) {
           });
         },
       );
-      request.on('error', reject);
+      request.on('error', (err: NodeJS.ErrnoException) => {
+        // A kept-alive connection the server closed as idle just as it was reused: the request
+        // never reached the server (Node's documented race). Sent again, once, on a new one.
+        if (!retried && request.reusedSocket && err.code === 'ECONNRESET') send(body, true).then(resolve, reject);
+        else reject(err);
+      });
       request.end(body);
     });
+  return (query: string, variables: Record<string, unknown> = {}) => send(JSON.stringify({ query, variables }), false);
 }
 
 /** The SDK's document client, which like the API takes and gives plain JSON. */
