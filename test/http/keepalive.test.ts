@@ -59,4 +59,31 @@ describe('WebSocket keepalive', () => {
     expect(together).toBeLessThanOrEqual(count / 2);
     for (const { socket } of sockets) socket.close();
   }, 120_000);
+
+  test('an event loop held longer than the interval cuts no socket that answered meanwhile', async () => {
+    const sockets = await Promise.all(Array.from({ length: 20 }, () => rawSocket(api.url)));
+    const closed = sockets.map(() => false);
+    sockets.forEach(({ socket }, i) => socket.on('close', () => (closed[i] = true)));
+    const pings = sockets.map(() => 0);
+    let held = false;
+    sockets.forEach(({ socket }, i) =>
+      socket.on('ping', () => {
+        pings[i] = (pings[i] as number) + 1;
+        if (held) return;
+        held = true;
+        // The server shares this thread: hold it past an interval right after a ping went out, its
+        // pong written back but not read (a collection, a large synchronous task, a debugger).
+        const until = performance.now() + 2_500;
+        while (performance.now() < until);
+      }),
+    );
+    await waitFor(() => held, { timeoutMs: 30_000, what: 'a ping' });
+    const after = [...pings];
+    await waitFor(() => closed.some(Boolean) || pings.every((n, i) => n >= (after[i] as number) + 2), {
+      timeoutMs: 60_000,
+      what: 'two more pings to every socket',
+    });
+    expect(closed.filter(Boolean)).toHaveLength(0);
+    for (const { socket } of sockets) socket.close();
+  }, 120_000);
 });
