@@ -9,8 +9,9 @@ const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 /** A GraphQL client over kept-alive connections, like the SDK's own; rejects on GraphQL errors. */
 export function graphqlClient(url: string, key?: string) {
   const { hostname, port, pathname } = new URL(url);
-  const send = (body: string, retried: boolean): Promise<Record<string, unknown>> =>
-    new Promise((resolve, reject) => {
+  return (query: string, variables: Record<string, unknown> = {}) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const body = JSON.stringify({ query, variables });
       const request = httpRequest(
         {
           hostname,
@@ -37,15 +38,9 @@ export function graphqlClient(url: string, key?: string) {
           });
         },
       );
-      request.on('error', (err: NodeJS.ErrnoException) => {
-        // A kept-alive connection the server closed as idle just as it was reused: the request
-        // never reached the server (Node's documented race). Sent again, once, on a new one.
-        if (!retried && request.reusedSocket && err.code === 'ECONNRESET') send(body, true).then(resolve, reject);
-        else reject(err);
-      });
+      request.on('error', reject);
       request.end(body);
     });
-  return (query: string, variables: Record<string, unknown> = {}) => send(JSON.stringify({ query, variables }), false);
 }
 
 /** The SDK's document client, which like the API takes and gives plain JSON. */

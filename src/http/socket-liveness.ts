@@ -8,7 +8,7 @@
  * queued on it, forever by sending pongs).
  *
  * One timer for every socket: an idle subscriber holds no timer of its own. The sockets take
- * turns, a share of them pinged every tenth of a second, each once an interval: after the event
+ * turns, a share of them pinged every tenth of a second (at most 128 turns), each once an interval: after the event
  * loop was held up (past an interval even), the turn that comes first is one whose pings went out
  * an interval before, long answered, not the one whose pongs wait unread behind the hold.
  */
@@ -21,8 +21,12 @@ export const BYTES_PER_PING_INTERVAL = 1024 * 1024;
 /** What the two kernels' socket buffers may hold ahead of a pong besides (Linux grows them to a few MiB). */
 const KERNEL_BUFFERS_BYTES = 8 * 1024 * 1024;
 
-/** How often a share of the sockets is pinged: each interval is cut into turns about this long. */
+/** How often a share of the sockets is pinged: each interval is cut into turns about this long... */
 const TURN_MS = 100;
+/** ... and into this many at most (an hour's interval is not 36,000 sets woken every tenth of a second). */
+const MAX_TURNS = 128;
+/** Turns the ticks may fall behind (the event loop held up) before the missed ones are skipped, not caught up. */
+const MAX_TURNS_BEHIND = 10;
 
 /**
  * @param mostUnsentBytes the backlog allowed for at most (more waiting buys no more time: a
@@ -31,22 +35,21 @@ const TURN_MS = 100;
 export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, mostUnsentBytes: number) {
   /** The ping each socket has yet to answer: its payload, the intervals it has had and may have. */
   const awaited = new WeakMap<WebSocket, { payload: Buffer; intervals: number; allowed: number }>();
-  // Each socket has its turn in the interval (given round the turns as sockets come): pinging
-  // them all at once held the event loop for tens of milliseconds a thousand sockets, every
-  // interval, and every event broadcast meanwhile waited behind it.
-  const turns = Array.from({ length: Math.max(1, Math.round(intervalMs / TURN_MS)) }, () => new Set<WebSocket>());
-  let nextTurn = 0;
+  // Each socket has its turn in the interval: pinging them all at once held the event loop for
+  // tens of milliseconds a thousand sockets, every interval, and every event broadcast meanwhile
+  // waited behind it. A socket joins the turn with the fewest (however sockets come and go, no
+  // turn holds them all).
+  const turns = Array.from({ length: Math.min(MAX_TURNS, Math.max(1, Math.round(intervalMs / TURN_MS))) }, () => new Set<WebSocket>());
   server.on('connection', (socket: WebSocket) => {
-    const turn = turns[nextTurn++ % turns.length] as Set<WebSocket>;
+    const turn = turns.reduce((fewest, t) => (t.size < fewest.size ? t : fewest));
     turn.add(socket);
     socket.once('close', () => turn.delete(socket));
     socket.on('pong', (data: Buffer) => {
       if (awaited.get(socket)?.payload.equals(data)) awaited.delete(socket);
     });
   });
-  let turn = 0;
-  const timer = setInterval(() => {
-    const sockets = turns[turn++ % turns.length] as Set<WebSocket>;
+
+  function ping(sockets: Set<WebSocket>) {
     if (sockets.size === 0) return;
     // Unguessable payloads (a client must not answer a ping before it has read up to it), drawn at once for the turn.
     const random = randomBytes(8 * sockets.size);
@@ -69,9 +72,27 @@ export function keepSocketsHonest(server: WebSocketServer, intervalMs: number, m
       awaited.set(socket, { payload, intervals: 0, allowed });
       socket.ping(payload);
     }
-  }, intervalMs / turns.length);
+  }
+
+  // Turns are kept to the clock, not each set from the last one's end: a tick a little late
+  // every time (a busy server) would stretch every interval by all of them.
+  const step = intervalMs / turns.length;
+  let turn = 0;
+  let due = performance.now() + step;
+  let timer: NodeJS.Timeout;
+  const tick = () => {
+    ping(turns[turn++ % turns.length] as Set<WebSocket>);
+    const now = performance.now();
+    due += step;
+    // Held up far longer (a long stall): the missed turns wait for their next time.
+    if (now - due > MAX_TURNS_BEHIND * step) due = now;
+    // A turn already due runs in the next round of the loop, after the pongs that came meanwhile are read.
+    timer = setTimeout(tick, Math.max(1, due - now));
+    timer.unref();
+  };
+  timer = setTimeout(tick, step);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => clearTimeout(timer);
 }
 
 /**

@@ -43,7 +43,7 @@ describe('WebSocket keepalive', () => {
     reader.close();
   }, 120_000);
 
-  test('sockets are pinged in turns through the interval, not all at once (each still once an interval)', async () => {
+  test('sockets are pinged in turns through the interval, not all at once (each still pinged)', async () => {
     const count = 30;
     const sockets = await Promise.all(Array.from({ length: count }, () => rawSocket(api.url)));
     const pings: number[][] = sockets.map(() => []);
