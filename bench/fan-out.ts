@@ -87,7 +87,7 @@ export async function fanOut(
   await until(() => lastSeq.every((seq) => seq >= 1), 60_000, 'every subscriber to get the first event');
   const connectSeconds = (performance.now() - connecting) / 1000;
 
-  // A second at the pace, untimed, as the floors get it (ws-floor.ts): the figures are of a warm
+  // A second at the pace (over 100 runs, an event each: two), untimed, as the floors get it (ws-floor.ts): the figures are of a warm
   // server, not of its first events (code not yet optimized, buffers not yet grown), which
   // queued up to 150 ms behind one another while every later one took under 40.
   const warmEvents = Math.max(eventsPerSecond, runs);

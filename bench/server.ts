@@ -123,9 +123,13 @@ export async function startServerProcess(env: Record<string, string> = {}): Prom
     RUNPLANE_MAX_CONNECTIONS_PER_TENANT: '1000000',
     RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT: '1000000',
   };
+  // Idle connections kept longer than the load generator's longest pause: a busy load generator
+  // fires its agent's idle timer late, and a request sent on a connection the server is closing
+  // is reset, whether or not the server read it (tests do the same, test/support/server.ts).
+  const keptAlive = { RUNPLANE_KEEP_ALIVE_SECONDS: '60' };
   const child = await startProcess(
     'src/main.ts',
-    { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...uncapped, ...env },
+    { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...uncapped, ...keptAlive, ...env },
     [up, engine],
   );
   const url = up.exec(child.output())?.[1] as string;

@@ -59,6 +59,8 @@ async function serveStored() {
   });
   await ensureTable(clients.dynamo, 'floor', { create: true });
   const http = createServer();
+  // As Runplane's bench servers keep them (bench/server.ts).
+  http.keepAliveTimeout = 60_000;
   const wss = new WebSocketServer({ server: http });
   let seq = 0;
   http.on('request', (request: IncomingMessage, response: ServerResponse) => {
