@@ -238,12 +238,21 @@ describeWithBrowser('the run console in Chromium', () => {
           as,
         )
       ).data.claimRun;
-    await claim('worker-7', 3);
+    // Long enough to watch it count down however slowly the page opens; then renewed short.
+    const { token } = await claim('worker-7', 600);
     const page = await openConsole(browser.context, api.url, `#/run/${runId}`, WRITE);
     try {
       await waitFor(async () => (await text(page, '#run-holder'))?.includes('Held by worker-7') ?? false, { what: 'the holder shown' });
-      const left = Number(/(\d+) s/.exec((await text(page, '#claim-left')) ?? '')?.[1]);
-      await waitFor(async () => Number(/(\d+) s/.exec((await text(page, '#claim-left')) ?? '')?.[1]) < left, { what: 'the countdown' });
+      const secondsLeft = async () => Number(/(\d+) s/.exec((await text(page, '#claim-left')) ?? '')?.[1]);
+      const left = await secondsLeft();
+      expect(left).toBeGreaterThan(0);
+      await waitFor(async () => (await secondsLeft()) < left, { what: 'the countdown' });
+      const renewed = await api.gql(
+        `mutation { renewRunClaim(input: { runId: "${runId}", holder: "worker-7", token: ${token}, ttlSeconds: 2 }) { __typename } }`,
+        {},
+        as,
+      );
+      expect(renewed.data.renewRunClaim.__typename).toBe('RunClaim');
       // The worker dies: its claim runs out unrenewed, the watcher finds the run stalled.
       await waitFor(async () => (await text(page, '#run-status')) === 'STALLED', { what: 'the STALLED badge' });
       expect(await page.locator('.status-STALLED').count()).toBeGreaterThan(0);
