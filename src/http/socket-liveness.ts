@@ -8,9 +8,10 @@
  * queued on it, forever by sending pongs).
  *
  * One timer for every socket: an idle subscriber holds no timer of its own. The sockets take
- * turns, a share of them pinged every tenth of a second (at most 128 turns), each once an interval: after the event
- * loop was held up (past an interval even), the turn that comes first is one whose pings went out
- * an interval before, long answered, not the one whose pongs wait unread behind the hold.
+ * turns, a share of them pinged every tenth of a second (at most 128 turns), each once an
+ * interval: after the event loop was held up (past an interval even), the turn that comes first
+ * is one whose pings went out an interval before, long answered, not the one whose pongs wait
+ * unread behind the hold.
  */
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
