@@ -199,30 +199,27 @@ describe.skipIf(noRedis)('over Redis', () => {
     }
   });
 
-  test('a change too large for an entry is not sent: the others are told to read the table instead', async () => {
+  /** Replica a publishes an event with `payload`, too large to send: it says so, and b is told to read the table. */
+  async function publishedTooLarge(payload: string) {
     const prefix = uniqueName('fan');
     const a = replica(prefix, 'a');
     const b = replica(prefix, 'b');
     await Promise.all([a.fanout.start(), b.fanout.start()]);
     const small = event(1) as Extract<Change, { kind: 'event' }>;
-    const big: Change = { ...small, event: { ...small.event, payload: 'x'.repeat(MAX_ENTRY) } };
-    a.fanout.publish(big);
+    a.fanout.publish({ ...small, event: { ...small.event, payload } });
     expect(a.fanout.degraded).toMatch(/could not be sent/);
     await waitFor(() => b.got.resyncs.some((r) => /replica a could not send/.test(r)), { timeoutMs: 10_000, what: 'the resync' });
+    return b;
+  }
+
+  test('a change too large for an entry is not sent: the others are told to read the table instead', async () => {
+    const b = await publishedTooLarge('x'.repeat(MAX_ENTRY));
     expect(b.got.changes).toEqual([]);
   });
 
   test('an entry is measured in bytes, as the receiver measures it: one past the bound only in UTF-8 is not sent either', async () => {
-    const prefix = uniqueName('fan');
-    const a = replica(prefix, 'a');
-    const b = replica(prefix, 'b');
-    await Promise.all([a.fanout.start(), b.fanout.start()]);
-    const small = event(1) as Extract<Change, { kind: 'event' }>;
     // Half the bound in characters, one and a half times it in bytes.
-    const wide: Change = { ...small, event: { ...small.event, payload: 'あ'.repeat(MAX_ENTRY / 2) } };
-    a.fanout.publish(wide);
-    expect(a.fanout.degraded).toMatch(/could not be sent/);
-    await waitFor(() => b.got.resyncs.some((r) => /replica a could not send/.test(r)), { timeoutMs: 10_000, what: 'the resync' });
+    const b = await publishedTooLarge('あ'.repeat(MAX_ENTRY / 2));
     expect(b.fanout.dropped.oversized ?? 0).toBe(0);
     expect(b.got.changes).toEqual([]);
   });
