@@ -28,15 +28,21 @@ export class Channel<T> extends Pullable<T> {
   /** Where an item pushed while the consumer waits goes first (deliverTo). */
   private sink: ((item: T) => boolean) | undefined;
 
+  /** The options push() reads, kept on the channel: one object less to reach per item and subscriber. */
+  private readonly sendBuffer: SendBuffer | undefined;
+  private readonly sizeOf: ((item: T) => number) | undefined;
+
   constructor(private readonly options: ChannelOptions<T>) {
     super(options.onClose);
+    this.sendBuffer = options.sendBuffer;
+    this.sizeOf = options.sizeOf;
   }
 
   /** @returns false when the channel (or the connection's send buffer) is full: the item was not taken */
   push(item: T): boolean {
     if (this.done) return true;
-    const sendBuffer = this.options.sendBuffer;
-    const size = sendBuffer ? (this.options.sizeOf?.(item) ?? 0) : 0;
+    const sendBuffer = this.sendBuffer;
+    const size = sendBuffer ? (this.sizeOf?.(item) ?? 0) : 0;
     if ((!this.waiting && this.queue.length >= this.options.capacity) || (sendBuffer && !sendBuffer.admits(size))) {
       this.wasFull = true;
       this.refusedSize = size;

@@ -58,11 +58,14 @@ export class Holes {
 
   /** The announced ranges reached the subscriber. */
   announced() {
-    this.unannounced = [];
+    // Once per event handed out: no new array while there is nothing to announce.
+    if (this.unannounced.length > 0) this.unannounced = [];
   }
 
   /** Forgets `seq` if it was stepped over; true if it was (it is to be handed out late). */
   takeLate(seq: number) {
+    // Every duplicate (each event comes by the fast path and again by the stream) asks: no closure when nothing was stepped over.
+    if (this.skipped.length === 0) return false;
     const index = this.skipped.findIndex((range) => range.from <= seq && seq <= range.to);
     if (index < 0) return false;
     const range = this.skipped[index] as SeqRange;

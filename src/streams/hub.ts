@@ -62,10 +62,22 @@ export class Hub {
     const topic = this.topics.get(topicOf(change));
     if (topic) {
       if (change.kind === 'event' && topic.end !== undefined && change.event.seq > topic.end) topic.end = change.event.seq;
-      for (const listener of topic.listeners) this.call(() => listener.change(change));
+      this.tell(topic.listeners, change);
     }
     const tenantWide = tenantTopicOf(change);
-    for (const listener of (tenantWide && this.topics.get(tenantWide)?.listeners) || []) this.call(() => listener.change(change));
+    const wide = tenantWide && this.topics.get(tenantWide);
+    if (wide) this.tell(wide.listeners, change);
+  }
+
+  /** A change to every listener of a topic (twice per event and subscriber: no closure per call). */
+  private tell(listeners: Set<Listener>, change: Change) {
+    for (const listener of listeners) {
+      try {
+        listener.change(change);
+      } catch (err) {
+        this.onError(err);
+      }
+    }
   }
 
   resync() {

@@ -6,7 +6,8 @@
  */
 export class SendBuffer {
   private held = 0;
-  private readonly roomWaiters = new Map<() => void, number>();
+  /** Made at the first wait: a release (one per frame sent) then checks a field, not a map, on a busy socket. */
+  private roomWaiters: Map<() => void, number> | undefined;
   private readers = 0;
   /** A running estimate of an item's size, to read no more than there is room for. */
   private typical = 1024;
@@ -62,10 +63,11 @@ export class SendBuffer {
     this.held -= released;
     this.totals.held -= released;
     // Twice per frame on a busy socket: no iterator when nobody waits.
-    if (this.roomWaiters.size === 0) return;
-    for (const [wake, wanted] of this.roomWaiters) {
+    const waiters = this.roomWaiters;
+    if (waiters === undefined || waiters.size === 0) return;
+    for (const [wake, wanted] of waiters) {
       if (!this.fits(wanted)) continue;
-      this.roomWaiters.delete(wake);
+      waiters.delete(wake);
       wake();
     }
   }
@@ -87,8 +89,10 @@ export class SendBuffer {
         cancelled = true;
       };
     }
-    this.roomWaiters.set(then, bytes);
-    return () => this.roomWaiters.delete(then);
+    this.roomWaiters ??= new Map();
+    const waiters = this.roomWaiters;
+    waiters.set(then, bytes);
+    return () => waiters.delete(then);
   }
 
   /** Runs a table read when fewer than `concurrentReads` of this connection's are in flight. */

@@ -47,7 +47,7 @@ describe('WebSocket keepalive', () => {
     const count = 30;
     const sockets = await Promise.all(Array.from({ length: count }, () => rawSocket(api.url)));
     const pings: number[][] = sockets.map(() => []);
-    sockets.forEach(({ socket }, i) => socket.on('ping', () => pings[i]?.push(performance.now())));
+    for (const [i, { socket }] of sockets.entries()) socket.on('ping', () => pings[i]?.push(performance.now()));
     await waitFor(() => pings.every((times) => times.length >= 3), { timeoutMs: 60_000, what: 'three pings to every socket' });
     // All at once, every socket's ping of an interval arrives within a few milliseconds of the others'.
     const all = pings.flat().sort((a, b) => a - b);
@@ -63,10 +63,13 @@ describe('WebSocket keepalive', () => {
   test('an event loop held longer than the interval cuts no socket that answered meanwhile', async () => {
     const sockets = await Promise.all(Array.from({ length: 20 }, () => rawSocket(api.url)));
     const closed = sockets.map(() => false);
-    sockets.forEach(({ socket }, i) => socket.on('close', () => (closed[i] = true)));
+    for (const [i, { socket }] of sockets.entries())
+      socket.on('close', () => {
+        closed[i] = true;
+      });
     const pings = sockets.map(() => 0);
     let held = false;
-    sockets.forEach(({ socket }, i) =>
+    for (const [i, { socket }] of sockets.entries())
       socket.on('ping', () => {
         pings[i] = (pings[i] as number) + 1;
         if (held) return;
@@ -75,8 +78,7 @@ describe('WebSocket keepalive', () => {
         // pong written back but not read (a collection, a large synchronous task, a debugger).
         const until = performance.now() + 2_500;
         while (performance.now() < until);
-      }),
-    );
+      });
     await waitFor(() => held, { timeoutMs: 30_000, what: 'a ping' });
     const after = [...pings];
     await waitFor(() => closed.some(Boolean) || pings.every((n, i) => n >= (after[i] as number) + 2), {

@@ -203,3 +203,30 @@ describe('the end of a run, as the hub knows it', () => {
     expect(hub.subscriberCount).toBe(0);
   });
 });
+
+describe('a listener that fails', () => {
+  test('is reported; the listeners after it, on the run and tenant-wide, still get the change', () => {
+    const failures: unknown[] = [];
+    const hub = new Hub((err) => failures.push(err));
+    const failing = (message: string): Listener => ({
+      ...listener(),
+      change: () => {
+        throw new Error(message);
+      },
+    });
+    const before = listener();
+    const after = listener();
+    hub.subscribe(topic, before);
+    hub.subscribe(topic, failing('listener failed'));
+    hub.subscribe(topic, after);
+    const runsSeen: string[] = [];
+    hub.subscribe(topics.runs(TENANT), failing('tenant-wide listener failed'));
+    hub.subscribe(topics.runs(TENANT), { ...listener(), change: (change) => void (change.kind === 'run' && runsSeen.push(change.runId)) });
+    hub.publish(event(1));
+    hub.publish(created(2));
+    expect(before.got).toEqual([1]);
+    expect(after.got).toEqual([1]);
+    expect(runsSeen).toEqual([RUN]);
+    expect((failures as Error[]).map((e) => e.message)).toEqual(['listener failed', 'tenant-wide listener failed']);
+  });
+});

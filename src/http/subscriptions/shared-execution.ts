@@ -40,7 +40,7 @@ const results = attached<object, EventResults>('results');
 interface Kept {
   source: unknown;
   json: string | undefined;
-  bytes?: number;
+  bytes: number | undefined;
 }
 const kept = attached<ExecutionResult, Kept>('kept');
 
@@ -49,7 +49,7 @@ export const sourceOf = (result: ExecutionResult) => kept.get(result)?.source;
 
 const remember = (result: Result, payload: unknown): Result => {
   if (result instanceof Promise) return result.then((done) => remember(done, payload) as ExecutionResult);
-  kept.set(result, { source: payload, json: undefined });
+  kept.set(result, { source: payload, json: undefined, bytes: undefined });
   return result;
 };
 
@@ -180,20 +180,20 @@ export const sharedDelivery = ({ plain }: { plain: boolean }): Plugin<Context> =
 const clientError = (error: GraphQLError, mask: Mask) => withoutHttpStatus(mask(error, 'Unexpected error.') as GraphQLError).toJSON();
 
 /** The JSON of a result, computed once however many subscribers it goes to. */
-export function resultJson(result: ExecutionResult, mask: Mask) {
-  // Kept with the result: subscribers sharing a result share its serialization.
-  const keeping = kept.get(result);
-  if (keeping?.json !== undefined) return keeping.json;
-  const json = JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
-  if (keeping) keeping.json = json;
-  else kept.set(result, { source: undefined, json });
-  return json;
-}
+export const resultJson = (result: ExecutionResult, mask: Mask) => serialized(result, mask).json;
 
-/** How many bytes resultJson(result, mask) takes in UTF-8, measured once for every subscriber sharing the result. */
-export function resultJsonBytes(result: ExecutionResult, mask: Mask) {
-  const json = resultJson(result, mask);
-  const keeping = kept.get(result) as Kept;
-  keeping.bytes ??= Buffer.byteLength(json);
-  return keeping.bytes;
+/**
+ * A result's JSON and its size in UTF-8, each computed once for every subscriber sharing the
+ * result (a socket's frame holds its bytes in the send buffer), found with one lookup.
+ */
+export function serialized(result: ExecutionResult, mask: Mask): { json: string; bytes: number } {
+  // Kept with the result: subscribers sharing a result share its serialization.
+  let keeping = kept.get(result);
+  if (keeping?.json !== undefined && keeping.bytes !== undefined) return keeping as { json: string; bytes: number };
+  const json =
+    keeping?.json ?? JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
+  if (keeping) keeping.json = json;
+  else keeping = kept.set(result, { source: undefined, json, bytes: undefined });
+  keeping.bytes = Buffer.byteLength(json);
+  return keeping as { json: string; bytes: number };
 }

@@ -19,7 +19,7 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
 import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
-import { type Results, resultJson, resultJsonBytes } from './shared-execution.ts';
+import { type Results, serialized } from './shared-execution.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
@@ -71,6 +71,16 @@ export interface SocketSubscription {
 const isOpen = (socket: WebSocket) => socket.readyState === socket.OPEN;
 
 /**
+ * Sends a frame of ours by ws's own send, past the wrapper graphql-ws's sends go through
+ * (websocket.ts, quietWhenCut): ours ignore a cut socket's error already, and the wrapper cost
+ * a call and a closure per frame and subscriber. Looked up on the prototype at each call, as
+ * the wrapper does, so faults injected there apply.
+ */
+const sendOwn = (socket: WebSocket, frame: string, sent: () => void) =>
+  (Object.getPrototypeOf(socket) as WebSocket).send.call(socket, frame, NO_OPTIONS, sent);
+const NO_OPTIONS = Object.freeze({});
+
+/**
  * Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's
  * handle on it. (Its functions are methods: an idle subscriber holds one of these, and each
  * function kept per subscriber is an object of its own.)
@@ -86,14 +96,15 @@ export function deliverOverSocket(
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const write = (result: ExecutionResult) => {
-    const frame = nextFrameAfter(head, resultJson(result, mask));
+    const { json, bytes: jsonBytes } = serialized(result, mask);
+    const frame = nextFrameAfter(head, json);
     // What the socket takes: UTF-8 (a string's length counts a character past ASCII as 1 or 2),
     // the shared JSON's measured once for all its subscribers.
-    const bytes = frameBytes + resultJsonBytes(result, mask);
+    const bytes = frameBytes + jsonBytes;
     sendBuffer.hold(bytes);
     corked(raw);
     try {
-      socket.send(frame, () => sendBuffer.release(bytes));
+      sendOwn(socket, frame, () => sendBuffer.release(bytes));
     } catch (err) {
       // Not sent: its callback never comes.
       sendBuffer.release(bytes);
