@@ -144,7 +144,9 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   };
   // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
   // its errors (a port in use), which graphql-ws then prints as its own internal error.
-  const webSockets = new WebSocketServer({ noServer: true, maxPayload: deps.maxBodyBytes });
+  // No compression: socket-frames.ts writes its frames beside ws's, which it may do only while ws
+  // writes each of its own at once (a compressing ws queues them).
+  const webSockets = new WebSocketServer({ noServer: true, maxPayload: deps.maxBodyBytes, perMessageDeflate: false });
   server.on('upgrade', (req, socket, head) => {
     if (req.url?.split('?')[0] !== yoga.graphqlEndpoint) {
       socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');

@@ -4,6 +4,7 @@
  * loop step per event; what it writes is what the per-result path writes, frame for frame, and
  * a server with plugins of its own keeps every result on their hooks.
  */
+import { Socket } from 'node:net';
 import type { GraphQLObjectType } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
@@ -131,20 +132,20 @@ describe('the live stage', () => {
     const next = vi.spyOn(Results.prototype, 'next');
     const subscriber = await rawSubscriber(staged, 's', EVENTS, { runId, after: 0 });
     await waitFor(() => next.mock.calls.length >= 1, { what: 'the subscription started' });
-    // The server's ws refuses the first next frame once (a fault in the real socket): the stage
-    // declines the event, and the loop writes it.
-    const send = WebSocket.prototype.send;
+    // The server's TCP socket refuses the first next frame once (a fault in the real socket): the
+    // stage declines the event, and the loop writes it.
+    const write = Socket.prototype.write;
     let refused = 0;
-    vi.spyOn(WebSocket.prototype, 'send').mockImplementation(function (this: WebSocket, ...args: Parameters<WebSocket['send']>) {
-      if (refused === 0 && String(args[0]).includes('"type":"next"')) {
+    vi.spyOn(Socket.prototype, 'write').mockImplementation(function (this: Socket, ...args: unknown[]) {
+      if (refused === 0 && Buffer.isBuffer(args[0]) && args[0].includes('"type":"next"')) {
         refused++;
         throw new Error('refused');
       }
-      return send.apply(this, args);
+      return (write as (...args: unknown[]) => boolean).apply(this, args);
     });
     await appendEvent(staged, runId, { payload: { n: 1 } });
     await waitFor(() => subscriber.nexts().length >= 1, { what: 'the event' });
-    vi.mocked(WebSocket.prototype.send).mockRestore();
+    vi.mocked(Socket.prototype.write).mockRestore();
     await appendEvent(staged, runId, { payload: { n: 2 } });
     await waitFor(() => subscriber.nexts().length >= 2, { what: 'the next event' });
     expect(refused).toBe(1);

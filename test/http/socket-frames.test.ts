@@ -2,13 +2,16 @@
  * What socket-frames.ts relies on in graphql-ws, checked against graphql-ws itself: the `next`
  * frame it writes by hand is byte for byte the one graphql-ws would write, and graphql-ws ends
  * an operation through the handle `onOperation` gave it (`complete` when it finishes, `return()`
- * on the client's complete and on close, an `error` frame when it fails). A release of
- * graphql-ws that changes any of these fails here.
+ * on the client's complete and on close, an `error` frame when it fails); and the WebSocket
+ * frame around it is byte for byte ws's. A release of graphql-ws or ws that changes any of
+ * these fails here.
  */
+import { createRequire } from 'node:module';
 import { GraphQLError, parse } from 'graphql';
 import { GRAPHQL_TRANSPORT_WS_PROTOCOL, MessageType, makeServer, stringifyMessage } from 'graphql-ws';
 import { describe, expect, test } from 'vitest';
 import { nextFrame } from '../../src/http/subscriptions/index.ts';
+import { textFrame } from '../../src/http/subscriptions/text-frames.ts';
 import { schema } from '../../src/schema/index.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -23,6 +26,20 @@ describe('the next frame', () => {
     for (const payload of results) {
       expect(nextFrame(id, JSON.stringify(payload))).toBe(stringifyMessage({ id, type: MessageType.Next, payload } as never));
     }
+  });
+});
+
+describe('the WebSocket frame around it', () => {
+  // ws's own framing, for a server (unmasked) sending text.
+  const Sender = (createRequire(import.meta.url)('ws') as { Sender: { frame(data: Buffer, options: object): Buffer[] } }).Sender;
+  const wsFrame = (payload: Buffer) =>
+    Buffer.concat(Sender.frame(payload, { fin: true, opcode: 1, mask: false, readOnly: false, rsv1: false }));
+  // Across the lengths where the header's length field changes size (7 bits, 16, 64).
+  test.each([1, 34, 125, 126, 127, 0xffff, 0x10000, 70_000])('is the one ws writes, for a payload of %i bytes', (length) => {
+    const payload = Buffer.from('{"id":"1","type":"next","payload":'.padEnd(length, 'x').slice(0, length));
+    const split = Math.min(10, payload.length);
+    const frame = textFrame(payload.subarray(0, split), payload.subarray(split));
+    expect(frame.equals(wsFrame(payload))).toBe(true);
   });
 });
 

@@ -36,11 +36,10 @@ interface EventResults {
 }
 const results = attached<object, EventResults>('results');
 
-/** What a result keeps: the event it was made from (SSE names its frames after it), and its JSON (and its UTF-8 size) once made. */
+/** What a result keeps: the event it was made from (SSE names its frames after it), and its JSON once made. */
 interface Kept {
   source: unknown;
   json: string | undefined;
-  bytes: number | undefined;
 }
 const kept = attached<ExecutionResult, Kept>('kept');
 
@@ -49,7 +48,7 @@ export const sourceOf = (result: ExecutionResult) => kept.get(result)?.source;
 
 const remember = (result: Result, payload: unknown): Result => {
   if (result instanceof Promise) return result.then((done) => remember(done, payload) as ExecutionResult);
-  kept.set(result, { source: payload, json: undefined, bytes: undefined });
+  kept.set(result, { source: payload, json: undefined });
   return result;
 };
 
@@ -180,20 +179,12 @@ export const sharedDelivery = ({ plain }: { plain: boolean }): Plugin<Context> =
 const clientError = (error: GraphQLError, mask: Mask) => withoutHttpStatus(mask(error, 'Unexpected error.') as GraphQLError).toJSON();
 
 /** The JSON of a result, computed once however many subscribers it goes to. */
-export const resultJson = (result: ExecutionResult, mask: Mask) => serialized(result, mask).json;
-
-/**
- * A result's JSON and its size in UTF-8, each computed once for every subscriber sharing the
- * result (a socket's frame holds its bytes in the send buffer), found with one lookup.
- */
-export function serialized(result: ExecutionResult, mask: Mask): { json: string; bytes: number } {
+export function resultJson(result: ExecutionResult, mask: Mask) {
   // Kept with the result: subscribers sharing a result share its serialization.
-  let keeping = kept.get(result);
-  if (keeping?.json !== undefined && keeping.bytes !== undefined) return keeping as { json: string; bytes: number };
-  const json =
-    keeping?.json ?? JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
+  const keeping = kept.get(result);
+  if (keeping?.json !== undefined) return keeping.json;
+  const json = JSON.stringify(result.errors ? { ...result, errors: result.errors.map((error) => clientError(error, mask)) } : result);
   if (keeping) keeping.json = json;
-  else keeping = kept.set(result, { source: undefined, json, bytes: undefined });
-  keeping.bytes = Buffer.byteLength(json);
-  return keeping as { json: string; bytes: number };
+  else kept.set(result, { source: undefined, json });
+  return json;
 }

@@ -10,6 +10,12 @@
  * masked, and it sends the `error` frame. test/http/socket-frames.test.ts fails if graphql-ws
  * changes the frame it writes or how it ends an operation.
  *
+ * Those frames go to the TCP socket under ws (text-frames.ts), beside ws's own writes: ws writes
+ * each of its frames at once, in order, as long as no extension compresses them (websocket.ts
+ * turns permessage-deflate off for this) and it is given strings, never Blobs, which graphql-ws
+ * and the liveness pings are. Before each write, the socket must be open to ws: nothing follows
+ * its close frame.
+ *
  * Every frame holds its size in the connection's send buffer until the socket has taken it;
  * while the send buffer is full the feeds of the socket hand over nothing more, so a client that
  * stops reading costs the send buffer and no more (its feeds read on from the table later).
@@ -17,9 +23,11 @@
 import type { Socket } from 'node:net';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
+import { attached } from '../../lib/attached.ts';
 import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
-import { type Results, serialized } from './shared-execution.ts';
+import { type Results, resultJson } from './shared-execution.ts';
+import { textFrame } from './text-frames.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
@@ -31,6 +39,12 @@ const nextFrameAfter = (head: string, json: string) => `${head}${json}}`;
 
 /** The `next` frame of operation `id` for a result serialized as `json` (what delivery writes, built the same way). */
 export const nextFrame = (id: string, json: string) => nextFrameAfter(nextFrameHead(id), json);
+
+/** A result's JSON and the `next` frame's closing brace, in UTF-8: the part of its frames every subscriber shares. */
+const frameBodies = attached<ExecutionResult, Buffer>('frameBody');
+
+const frameBody = (result: ExecutionResult, mask: Mask) =>
+  frameBodies.get(result) ?? frameBodies.set(result, Buffer.from(`${resultJson(result, mask)}}`));
 
 /** Sockets corked in this turn, uncorked together after it (one tick however many sockets an event goes to). */
 const toUncork: Socket[] = [];
@@ -71,16 +85,6 @@ export interface SocketSubscription {
 const isOpen = (socket: WebSocket) => socket.readyState === socket.OPEN;
 
 /**
- * Sends a frame of ours by ws's own send, past the wrapper graphql-ws's sends go through
- * (websocket.ts, quietWhenCut): ours ignore a cut socket's error already, and the wrapper cost
- * a call and a closure per frame and subscriber. Looked up on the prototype at each call, as
- * the wrapper does, so faults injected there apply.
- */
-const sendOwn = (socket: WebSocket, frame: string, sent: () => void) =>
-  (Object.getPrototypeOf(socket) as WebSocket).send.call(socket, frame, NO_OPTIONS, sent);
-const NO_OPTIONS = Object.freeze({});
-
-/**
  * Writes `results` to the socket as operation `id`'s frames; the iterator returned is graphql-ws's
  * handle on it. (Its functions are methods: an idle subscriber holds one of these, and each
  * function kept per subscriber is an object of its own.)
@@ -90,21 +94,20 @@ export function deliverOverSocket(
   { socket, raw, id, mask, sendBuffer, release, own }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
-  const head = nextFrameHead(id);
-  /** The frame's bytes around the result's JSON (the head, and the closing brace). */
-  const frameBytes = Buffer.byteLength(head) + 1;
+  /** What comes before the result's JSON in this subscription's frames, in UTF-8 (made at its first frame). */
+  let head: Buffer | undefined;
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const write = (result: ExecutionResult) => {
-    const { json, bytes: jsonBytes } = serialized(result, mask);
-    const frame = nextFrameAfter(head, json);
-    // What the socket takes: UTF-8 (a string's length counts a character past ASCII as 1 or 2),
-    // the shared JSON's measured once for all its subscribers.
-    const bytes = frameBytes + jsonBytes;
+    head ??= Buffer.from(nextFrameHead(id));
+    const body = frameBody(result, mask);
+    const frame = textFrame(head, body);
+    // What the message takes in UTF-8 (a string's length counts a character past ASCII as 1 or 2).
+    const bytes = head.length + body.length;
     sendBuffer.hold(bytes);
     corked(raw);
     try {
-      sendOwn(socket, frame, () => sendBuffer.release(bytes));
+      raw.write(frame, () => sendBuffer.release(bytes));
     } catch (err) {
       // Not sent: its callback never comes.
       sendBuffer.release(bytes);
