@@ -127,6 +127,23 @@ describe('the live stage', () => {
     subscriber.close();
   });
 
+  test("frames that wait behind others in their socket have memory of their own, not a slice of Node's pool", async () => {
+    const runId = await newRun(staged);
+    for (let i = 0; i < 20; i++) await appendEvent(staged, runId, { payload: { i } });
+    const write = Socket.prototype.write;
+    const frames: Buffer[] = [];
+    vi.spyOn(Socket.prototype, 'write').mockImplementation(function (this: Socket, ...args: unknown[]) {
+      if (Buffer.isBuffer(args[0]) && args[0].includes('"type":"next"')) frames.push(args[0]);
+      return (write as (...args: unknown[]) => boolean).apply(this, args);
+    });
+    // A replay is one burst, corked: every frame after the first waits behind it in the socket.
+    const subscriber = await rawSubscriber(staged, 's', EVENTS, { runId, after: 0 });
+    await waitFor(() => subscriber.nexts().length >= 20, { what: 'the 20 events' });
+    subscriber.close();
+    // A slice of the pool keeps its whole 8 KiB block alive for as long as the frame waits.
+    expect(frames.filter((frame) => frame.buffer.byteLength === frame.length).length).toBeGreaterThanOrEqual(19);
+  });
+
   test('a frame the socket refuses to take holds nothing in the send buffer, and the event still comes, once', async () => {
     const runId = await newRun(staged);
     const next = vi.spyOn(Results.prototype, 'next');

@@ -11,7 +11,7 @@ import { GraphQLError, parse } from 'graphql';
 import { GRAPHQL_TRANSPORT_WS_PROTOCOL, MessageType, makeServer, stringifyMessage } from 'graphql-ws';
 import { describe, expect, test } from 'vitest';
 import { nextFrame } from '../../src/http/subscriptions/index.ts';
-import { textFrame } from '../../src/http/subscriptions/text-frames.ts';
+import { ownBytes, textFrame } from '../../src/http/subscriptions/text-frames.ts';
 import { schema } from '../../src/schema/index.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -34,12 +34,21 @@ describe('the WebSocket frame around it', () => {
   const Sender = (createRequire(import.meta.url)('ws') as { Sender: { frame(data: Buffer, options: object): Buffer[] } }).Sender;
   const wsFrame = (payload: Buffer) =>
     Buffer.concat(Sender.frame(payload, { fin: true, opcode: 1, mask: false, readOnly: false, rsv1: false }));
-  // Across the lengths where the header's length field changes size (7 bits, 16, 64).
-  test.each([1, 34, 125, 126, 127, 0xffff, 0x10000, 70_000])('is the one ws writes, for a payload of %i bytes', (length) => {
-    const payload = Buffer.from('{"id":"1","type":"next","payload":'.padEnd(length, 'x').slice(0, length));
-    const split = Math.min(10, payload.length);
-    const frame = textFrame(payload.subarray(0, split), payload.subarray(split));
-    expect(frame.equals(wsFrame(payload))).toBe(true);
+  // Across the lengths where the header's length field changes size (7 bits, 16, 64), with a head past ASCII.
+  test.each([12, 34, 125, 126, 127, 0xffff, 0x10000, 70_000])('is the one ws writes, for a payload of %i bytes', (length) => {
+    const head = '{"id":"🙂"';
+    const headBytes = Buffer.byteLength(head);
+    const body = Buffer.alloc(length - headBytes, 'x');
+    const frame = textFrame(head, headBytes, body);
+    expect(frame.equals(wsFrame(Buffer.concat([Buffer.from(head), body])))).toBe(true);
+  });
+
+  test("shared bodies, and frames that will wait, are buffers of their own, not slices of Node's pool (a slice keeps its 8 KiB block alive)", () => {
+    const body = ownBytes('{"data":{}}}');
+    const waiting = textFrame('{"id":"1","type":"next","payload":', 34, body, true);
+    expect(body.buffer.byteLength).toBe(body.length);
+    expect(waiting.buffer.byteLength).toBe(waiting.length);
+    expect(textFrame('{"id":"1","type":"next","payload":', 34, body, false).equals(waiting)).toBe(true);
   });
 });
 

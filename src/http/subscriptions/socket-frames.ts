@@ -27,7 +27,7 @@ import { attached } from '../../lib/attached.ts';
 import type { SendBuffer } from '../../streams/send-buffer.ts';
 import type { Mask } from '../errors.ts';
 import { type Results, resultJson } from './shared-execution.ts';
-import { textFrame } from './text-frames.ts';
+import { ownBytes, textFrame } from './text-frames.ts';
 
 const UNEXPECTED = 'Unexpected error.';
 
@@ -44,7 +44,7 @@ export const nextFrame = (id: string, json: string) => nextFrameAfter(nextFrameH
 const frameBodies = attached<ExecutionResult, Buffer>('frameBody');
 
 const frameBody = (result: ExecutionResult, mask: Mask) =>
-  frameBodies.get(result) ?? frameBodies.set(result, Buffer.from(`${resultJson(result, mask)}}`));
+  frameBodies.get(result) ?? frameBodies.set(result, ownBytes(`${resultJson(result, mask)}}`));
 
 /** Sockets corked in this turn, uncorked together after it (one tick however many sockets an event goes to). */
 const toUncork: Socket[] = [];
@@ -94,16 +94,16 @@ export function deliverOverSocket(
   { socket, raw, id, mask, sendBuffer, release, own }: SocketSubscription,
 ): AsyncIterableIterator<never> {
   const source = results[Symbol.asyncIterator]();
-  /** What comes before the result's JSON in this subscription's frames, in UTF-8 (made at its first frame). */
-  let head: Buffer | undefined;
+  /** What comes before the result's JSON in this subscription's frames (a string: an idle subscriber holds no buffer). */
+  const head = nextFrameHead(id);
+  const headBytes = Buffer.byteLength(head);
   /** Set once graphql-ws is done with the operation (unsubscribed, closed): nothing more is sent for it. */
   let stopped = false;
   const write = (result: ExecutionResult) => {
-    head ??= Buffer.from(nextFrameHead(id));
     const body = frameBody(result, mask);
-    const frame = textFrame(head, body);
+    const frame = textFrame(head, headBytes, body, raw.writableLength > 0);
     // What the message takes in UTF-8 (a string's length counts a character past ASCII as 1 or 2).
-    const bytes = head.length + body.length;
+    const bytes = headBytes + body.length;
     sendBuffer.hold(bytes);
     corked(raw);
     try {
