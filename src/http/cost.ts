@@ -39,7 +39,17 @@ interface Walk {
   rules: CostRules;
   /** Each fragment's cost, once: spreads of spreads would otherwise be walked exponentially often. */
   fragmentCosts: Map<string, number>;
+  /** Whether a page size was read from the arguments (only then can the variables change the cost). */
+  paged: boolean;
 }
+
+/**
+ * The costs of operations no variable can change (no page size asked for), by the rules, the
+ * document (one per query text from the document cache, and dropped with it) and the operation's
+ * name: a subscription's setup and a mutation pay neither the coercion of their variables nor
+ * the walk again.
+ */
+const fixedCosts = new WeakMap<CostRules, WeakMap<DocumentNode, Map<string, number>>>();
 
 const pageArgs = ['first', 'last'] as const;
 
@@ -55,6 +65,7 @@ function fieldCost(walk: Walk, field: FieldNode, parent: GraphQLNamedType): numb
   if (!field.selectionSet || !isCompositeType(type)) return own;
   let times = 1;
   if (definition.args.some((arg) => arg.name === 'first' || arg.name === 'last')) {
+    walk.paged = true;
     const args = getArgumentValues(definition, field, walk.variables);
     const pages = pageArgs.map((arg) => args[arg]).filter((value): value is number => typeof value === 'number');
     for (const [arg, value] of pageArgs.map((arg) => [arg, args[arg]] as const)) {
@@ -106,6 +117,11 @@ export function checkCost(
   rawVariables: Readonly<Record<string, unknown>> | null | undefined,
   rules: CostRules,
 ): number {
+  const known = fixedCosts
+    .get(rules)
+    ?.get(document)
+    ?.get(operationName ?? '');
+  if (known !== undefined) return overLimit(known, rules);
   const operation = getOperationAST(document, operationName);
   if (!operation) return 0;
   const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], rawVariables ?? {}, { maxErrors: 1 });
@@ -116,11 +132,26 @@ export function checkCost(
   for (const definition of document.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
   }
-  const cost = selectionCost(
-    { schema, fragments, variables: coerced.coerced, rules, fragmentCosts: new Map() },
-    operation.selectionSet,
-    root,
-  );
+  const walk: Walk = { schema, fragments, variables: coerced.coerced, rules, fragmentCosts: new Map(), paged: false };
+  const cost = selectionCost(walk, operation.selectionSet, root);
+  if (!walk.paged) {
+    let byDocument = fixedCosts.get(rules);
+    if (!byDocument) {
+      byDocument = new WeakMap();
+      fixedCosts.set(rules, byDocument);
+    }
+    let byName = byDocument.get(document);
+    if (!byName) {
+      byName = new Map();
+      byDocument.set(document, byName);
+    }
+    byName.set(operationName ?? '', cost);
+  }
+  return overLimit(cost, rules);
+}
+
+/** `cost`, or a GraphQLError when it is over the limit. */
+function overLimit(cost: number, rules: CostRules): number {
   if (cost > rules.maxCost) {
     throw new GraphQLError(
       `The operation's cost is ${cost}, over the limit of ${rules.maxCost} (RUNPLANE_MAX_QUERY_COST): ask for smaller pages (first/last) or fewer fields`,

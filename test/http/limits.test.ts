@@ -133,6 +133,8 @@ describe('cost with variables applied', () => {
 
   test('a page of pages is refused whether the sizes are literals, variables or variable defaults', async () => {
     const api = await startTestServer();
+    // Allowed first with small pages: what it cost then is not kept for the same document with large ones.
+    expect((await api.gql(NESTED, { n: 5 })).errors).toBeUndefined();
     const refusals = [
       await api.gql(NESTED, { n: 500 }),
       await api.gql(NESTED.replace('$n: Int!', '$n: Int = 500'), {}),
