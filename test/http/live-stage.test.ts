@@ -144,6 +144,17 @@ describe('the live stage', () => {
     expect(frames.filter((frame) => frame.buffer.byteLength === frame.length).length).toBeGreaterThanOrEqual(19);
   });
 
+  test('a client offering permessage-deflate is answered without it (its frames come uncompressed)', async () => {
+    const socket = new WebSocket(staged.url.replace(/^http/, 'ws'), 'graphql-transport-ws', { perMessageDeflate: true });
+    const frames: string[] = [];
+    socket.on('message', (data) => frames.push(String(data)));
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    expect(socket.extensions).toBe('');
+    socket.send(JSON.stringify({ type: 'connection_init', payload: {} }));
+    await waitFor(() => frames.some((frame) => frame.includes('connection_ack')), { what: 'connection_ack' });
+    socket.close();
+  });
+
   test('a frame the socket refuses to take holds nothing in the send buffer, and the event still comes, once', async () => {
     const runId = await newRun(staged);
     const next = vi.spyOn(Results.prototype, 'next');
