@@ -62,9 +62,11 @@ export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
       return await write(deps, writes, claim, { operation: 'charge' });
     } catch (err) {
       if (!(err instanceof ConditionFailed)) throw err;
-      // A superseded worker learns that first, also when the charge would pass the cap.
+      // A superseded worker learns that first, also when the charge would pass the cap; a run
+      // that does not exist (no budget row) is not found, fenced or not, as an append's is.
       const fenceFailed = err.failedAt(1);
-      if (fenceFailed) throw new ClaimLost(charge.runId, toClaim(fenceFailed.item), at.getTime());
+      const missing = err.failedAt(0) !== undefined && !err.failedAt(0)?.item;
+      if (fenceFailed && !missing) throw new ClaimLost(charge.runId, toClaim(fenceFailed.item), at.getTime());
       // The SDK resent this charge after a lost response: it was applied once, and that is it.
       if (err.item?.[attr.lastChargeId] === chargeId) return err.item;
       throw chargeRefusal(charge, err.item);

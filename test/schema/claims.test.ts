@@ -130,6 +130,21 @@ describe('claims', () => {
     await api.gql(`mutation { transitionRun(input: { runId: "${runId}", from: RUNNING, to: COMPLETED }) { __typename } }`, {}, as);
     expect(await claim(runId, 'w')).toMatchObject({ __typename: 'StatusConflict' });
     expect(await claim('no-such-run', 'w')).toMatchObject({ __typename: 'RunNotFound' });
+    // Fenced or not, every write to a run that does not exist is told so (not that a claim was lost).
+    const fenced = await api.gql(
+      `mutation($t: Int!) {
+        chargeBudget(input: { runId: "no-such-run", amount: 1, fencingToken: $t }) { __typename }
+        transitionRun(input: { runId: "no-such-run", from: RUNNING, to: WAITING_FOR_TOOL, fencingToken: $t }) { __typename }
+        appendEvent(input: { runId: "no-such-run", type: "step", fencingToken: $t }) { __typename }
+      }`,
+      { t: 5 },
+      as,
+    );
+    expect(fenced.data).toEqual({
+      chargeBudget: { __typename: 'RunNotFound' },
+      transitionRun: { __typename: 'RunNotFound' },
+      appendEvent: { __typename: 'RunNotFound' },
+    });
   });
 });
 

@@ -113,7 +113,9 @@ export async function transitionRun(
     if (!(err instanceof ConditionFailed)) throw err;
     // A superseded worker learns that first, also when the run has moved on meanwhile.
     const fenceFailed = token !== undefined ? err.failedAt(writes.length - 1) : undefined;
-    if (fenceFailed) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
+    // A run that does not exist (no run row) is not found, fenced or not, as an append's is.
+    const missing = err.failedAt(0) !== undefined && !err.failedAt(0)?.item;
+    if (fenceFailed && !missing) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
     const found = err.index === 0 ? reads.live(err.item) : await reads.meta(input.tenant, input.runId);
     if (!found) throw new RunNotFound(input.runId);
     // The SDK resent this transition after a lost response: it was applied.
