@@ -52,8 +52,20 @@ export function runFeed({ hub, stores, onError }: FeedDeps, { tenant, runId, sen
   let budget: Budget | null = null;
   let claim: RunClaim | null = null;
   const out = new Latest<RunState>({ sendBuffer, onClose: () => unsubscribe() });
+  let emitting = false;
+  /**
+   * The state once the changes published together have all been applied: a transaction's rows
+   * (a cancel's run, claim and budget rows, read back in one request) come one after another in
+   * one turn, and a subscriber must see the run cancelled with its claim ended, never a state
+   * in between that was never in the table.
+   */
   const emit = () => {
-    if (run) out.push({ run, budget, claim });
+    if (emitting) return;
+    emitting = true;
+    queueMicrotask(() => {
+      emitting = false;
+      if (run) out.push({ run, budget, claim });
+    });
   };
 
   /** Takes what is newer than what the subscriber has; tells it when something was. */

@@ -274,6 +274,11 @@ describe('cancelRun', () => {
     expect(changes.items[0]).toEqual({ status: 'RUNNING', claim: { holder: 'worker-1' } });
     expect(await cancel(runId, 'the user asked')).toEqual({ __typename: 'Run', status: 'CANCELLED', version: 2, claim: null });
     await waitFor(() => changes.items.some((c) => c.status === 'CANCELLED'), { what: 'the cancellation in runChanged' });
+    // One transaction, one change: never the run still RUNNING with its claim ended.
+    expect(changes.items).toEqual([
+      { status: 'RUNNING', claim: { holder: 'worker-1' } },
+      { status: 'CANCELLED', claim: null },
+    ]);
     expect(await append(runId, held.token)).toMatchObject({ __typename: 'ClaimLost' });
     const events = await eventsOf(runId);
     expect(events).toEqual([
