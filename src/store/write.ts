@@ -43,6 +43,11 @@ export class ConditionFailed extends Error {
   failedAt(index: number): { item: Item | undefined } | undefined {
     return this.all.has(index) ? { item: this.all.get(index) } : undefined;
   }
+
+  /** Whether write `index` failed for want of its row (the run, say, does not exist). */
+  missingAt(index: number): boolean {
+    return this.all.has(index) && this.all.get(index) === undefined;
+  }
 }
 
 /** What a write needs: the table's client, where the changes it made go, where its throttles are counted. */

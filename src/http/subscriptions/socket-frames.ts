@@ -34,11 +34,8 @@ const UNEXPECTED = 'Unexpected error.';
 /** What comes before a result's JSON in operation `id`'s `next` frames (built once per subscription). */
 const nextFrameHead = (id: string) => `{"id":${JSON.stringify(id)},"type":"next","payload":`;
 
-/** The `next` frame whose head (nextFrameHead) is `head`, for a result serialized as `json`. */
-const nextFrameAfter = (head: string, json: string) => `${head}${json}}`;
-
-/** The `next` frame of operation `id` for a result serialized as `json` (what delivery writes, built the same way). */
-export const nextFrame = (id: string, json: string) => nextFrameAfter(nextFrameHead(id), json);
+/** The `next` message of operation `id` for a result serialized as `json`: what delivery writes (as bytes, from the same head and `}`). */
+export const nextFrame = (id: string, json: string) => `${nextFrameHead(id)}${json}}`;
 
 /** A result's JSON and the `next` frame's closing brace, in UTF-8: the part of its frames every subscriber shares. */
 const frameBodies = attached<ExecutionResult, Buffer>('frameBody');

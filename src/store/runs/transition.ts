@@ -114,8 +114,7 @@ export async function transitionRun(
     // A superseded worker learns that first, also when the run has moved on meanwhile.
     const fenceFailed = token !== undefined ? err.failedAt(writes.length - 1) : undefined;
     // A run that does not exist (no run row) is not found, fenced or not, as an append's is.
-    const missing = err.failedAt(0) !== undefined && !err.failedAt(0)?.item;
-    if (fenceFailed && !missing) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
+    if (fenceFailed && !err.missingAt(0)) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
     const found = err.index === 0 ? reads.live(err.item) : await reads.meta(input.tenant, input.runId);
     if (!found) throw new RunNotFound(input.runId);
     // The SDK resent this transition after a lost response: it was applied.
