@@ -3,7 +3,7 @@
  * slow, throttling or unreachable becomes a clear retryable error; anything else is
  * masked ("Unexpected error.") and logged in full, never sent with stacks or internals.
  */
-import { GraphQLError } from 'graphql';
+import { GraphQLError, Kind } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
 import { ChangesLost, Contention, FellBehind, InvalidInput, OutputBacklog, OutputTooLong, RunNotFound } from '../domain/errors.ts';
 import { codes } from '../schema/error-codes.ts';
@@ -35,6 +35,7 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
     if (original instanceof ChangesLost)
       return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true } });
     if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: codes.badInput } });
+    if (isVariableRefusal(error)) return badVariable(error);
     // Where a refusal cannot be a result (a subscription's), it is this error, saying the same.
     if (original instanceof RunNotFound)
       return new GraphQLError(original.message, { extensions: { code: codes.notFound, runId: original.runId } });
@@ -49,6 +50,24 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
     return yogaMaskError(error, message, false);
   };
 }
+
+/**
+ * graphql-js's refusal of a variable's value (of the wrong type, missing, out of range): the
+ * only error it makes at a variable's definition once the document is valid (validation's own
+ * errors carry yoga's GRAPHQL_VALIDATION_FAILED already).
+ */
+const isVariableRefusal = (error: unknown): error is GraphQLError =>
+  error instanceof GraphQLError && error.extensions?.code === undefined && error.nodes?.[0]?.kind === Kind.VARIABLE_DEFINITION;
+
+/** Bad input like any other: the same message, with BAD_USER_INPUT (yoga's HTTP status kept). */
+const badVariable = (error: GraphQLError) =>
+  new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    originalError: error.originalError,
+    extensions: { ...error.extensions, code: codes.badInput },
+  });
 
 /**
  * An error as a client sees it over a stream (a subscription frame, a WebSocket answer): without

@@ -94,6 +94,26 @@ describe('run(id)', () => {
     expect(response.errors?.[0]?.extensions?.code).toBe('BAD_USER_INPUT');
   });
 
+  test('a variable GraphQL itself refuses (wrong type, missing, out of range) is BAD_USER_INPUT, with HTTP 400', async () => {
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ['query($id: ID!) { run(id: $id) { id } }', { id: { a: 1 } }, /\$id.*ID cannot represent/],
+      ['query($id: ID!) { run(id: $id) { id } }', {}, /\$id.*was not provided/],
+      [CREATE, { input: { task: 't', budgetCap: 2 ** 31 } }, /input\.budgetCap.*Int cannot represent/],
+    ];
+    for (const [query, variables, message] of cases) {
+      const response = await fetch(api.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
+      expect(response.status).toBe(400);
+      const { errors } = (await response.json()) as { errors: { message: string; extensions?: { code?: string } }[] };
+      expect(errors).toHaveLength(1);
+      expect(errors[0]?.message).toMatch(message);
+      expect(errors[0]?.extensions?.code).toBe('BAD_USER_INPUT');
+    }
+  });
+
   test('metadata, budget and the first page of events cost exactly one DynamoDB request', async () => {
     const run = await createRun();
     for (let i = 0; i < 3; i++) await api.gql(APPEND, { input: { runId: run.id, type: 'step' } });

@@ -145,6 +145,16 @@ describe('runEvents over graphql-ws', () => {
     await expect(negative.until(1)).rejects.toThrow(/afterSeq/);
   });
 
+  test('a variable GraphQL itself refuses (wrong type, missing) is BAD_USER_INPUT too, over WebSocket and SSE', async () => {
+    const runId = await newRun(api);
+    const wrongType = subscribeWs<Ev>(ws, RUN_EVENTS, { runId, afterSeq: 'one' }, 'runEvents');
+    await expect(wrongType.until(1)).rejects.toThrow(/\$afterSeq.*Int cannot represent/);
+    expect(wrongType.errors[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });
+    const missing = subscribeSse<Ev>(api.url, RUN_EVENTS, {}, 'runEvents');
+    await expect(missing.until(1)).rejects.toThrow(/\$runId.*was not provided/);
+    expect(missing.errors[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });
+  });
+
   test('a second replica on the same table: its appends reach this replica only through the stream', async () => {
     const replica = await startTestServer({ table: api.table });
     const runId = await newRun(api);
