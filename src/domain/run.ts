@@ -125,5 +125,13 @@ export type ServerEventType = (typeof serverEventTypes)[number];
 
 export const isServerEventType = (type: string): type is ServerEventType => (serverEventTypes as readonly string[]).includes(type);
 
-/** A type a reader would take for one of the server's own (`Approval.Resolved`, `approval.resolved.`): refused alike. */
-export const passesForServerEventType = (type: string) => isServerEventType(type.toLowerCase().replace(/[._:/-]+$/, ''));
+/** A type's words alone: lower case, its separators (`.`, `_`, `:`, `/`, `-`) left out. */
+const wordsOf = (type: string) => type.toLowerCase().replace(/[._:/-]+/g, '');
+const serverTypeWords = new Set(serverEventTypes.map(wordsOf));
+
+/**
+ * A type a reader would take for one of the server's own, differing only in case or separators
+ * (`Approval.Resolved`, `approval.resolved.`, `run_stalled`, `run..stalled`, `runstalled`):
+ * refused alike. One with more words (`run.stalled.retry`) is the agents' own.
+ */
+export const passesForServerEventType = (type: string) => serverTypeWords.has(wordsOf(type));

@@ -179,6 +179,13 @@ describe('nothing else can stand in for a decision', () => {
     'Approval.Resolved',
     'approval.resolved.',
     'RUN.CANCELLED',
+    'run_stalled',
+    'run-stalled',
+    'run:stalled',
+    'run..stalled',
+    'runstalled',
+    'Run/Reclaimed',
+    'approval_requested',
   ])('appendEvent refuses the server`s own type %s, naming the rule, and writes nothing', async (type) => {
     const runId = await newRun(api, { key: ACME });
     const answer = await api.gql(
@@ -191,9 +198,9 @@ describe('nothing else can stand in for a decision', () => {
     expect(await eventsOf(runId)).toEqual([]);
   });
 
-  test('the agents` own types stay theirs: run.created, run.completed, approval.note', async () => {
+  test('the agents` own types stay theirs: run.created, run.completed, approval.note, run.stalled.retry', async () => {
     const runId = await newRun(api, { key: ACME });
-    for (const type of ['run.created', 'run.completed', 'approval.note']) {
+    for (const type of ['run.created', 'run.completed', 'approval.note', 'run.stalled.retry']) {
       const answer = await api.gql(
         'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename } }',
         { input: { runId, type } },
@@ -201,7 +208,7 @@ describe('nothing else can stand in for a decision', () => {
       );
       expect(answer.data.appendEvent.__typename).toBe('Event');
     }
-    expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['run.created', 'run.completed', 'approval.note']);
+    expect((await eventsOf(runId)).map((e) => e.type)).toEqual(['run.created', 'run.completed', 'approval.note', 'run.stalled.retry']);
   });
 });
 
