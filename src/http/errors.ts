@@ -52,12 +52,25 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
 }
 
 /**
- * graphql-js's refusal of a variable's value (of the wrong type, missing, out of range): the
- * only error it makes at a variable's definition once the document is valid (validation's own
- * errors carry yoga's GRAPHQL_VALIDATION_FAILED already).
+ * What graphql-js answers, once the document is valid, when the variables sent do not fit it:
+ * (1) a value refused at the variable's definition (of the wrong type, missing, out of range),
+ * the only error it makes there (validation's own carry yoga's GRAPHQL_VALIDATION_FAILED
+ * already); (2) the end of a list of those; (3) a variable's value refused where an argument
+ * uses it (`null` through a nullable variable into a non-null argument), a field error.
  */
+const TOO_MANY_VARIABLE_ERRORS = 'Too many errors processing variables, error limit reached. Execution aborted.';
+const ARGUMENT_REFUSAL =
+  /^Argument "[^"]+" (?:of required type .+ was not provided|of non-null type .+ must not be null|has invalid value )/;
+
+/** graphql-js's own error, or its own error located at a field: nothing thrown by the schema's code. */
+const isGraphqlJsOwn = ({ originalError: cause, message }: GraphQLError) =>
+  !cause || (cause instanceof GraphQLError && !cause.originalError && cause.message === message);
+
 const isVariableRefusal = (error: unknown): error is GraphQLError =>
-  error instanceof GraphQLError && error.extensions?.code === undefined && error.nodes?.[0]?.kind === Kind.VARIABLE_DEFINITION;
+  error instanceof GraphQLError &&
+  error.extensions?.code === undefined &&
+  (error.nodes?.[0]?.kind === Kind.VARIABLE_DEFINITION ||
+    (isGraphqlJsOwn(error) && (error.message === TOO_MANY_VARIABLE_ERRORS || ARGUMENT_REFUSAL.test(error.message))));
 
 /** Bad input like any other: the same message, with BAD_USER_INPUT (yoga's HTTP status kept). */
 const badVariable = (error: GraphQLError) =>
@@ -65,6 +78,7 @@ const badVariable = (error: GraphQLError) =>
     nodes: error.nodes,
     source: error.source,
     positions: error.positions,
+    path: error.path,
     originalError: error.originalError,
     extensions: { ...error.extensions, code: codes.badInput },
   });

@@ -112,6 +112,28 @@ describe('run(id)', () => {
       expect(errors[0]?.message).toMatch(message);
       expect(errors[0]?.extensions?.code).toBe('BAD_USER_INPUT');
     }
+    // Past 50 such errors graphql-js stops, with one more error saying so: that one too.
+    const many = await fetch(api.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        query: 'query($id: ID!, $t: [String!]) { run(id: $id) { events(types: $t) { edges { cursor } } } }',
+        variables: { id: 'r', t: Array.from({ length: 55 }, (_, i) => i) },
+      }),
+    });
+    const { errors } = (await many.json()) as { errors: { message: string; extensions?: { code?: string } }[] };
+    expect(errors.length).toBeGreaterThan(50);
+    expect(errors.every((e) => e.extensions?.code === 'BAD_USER_INPUT')).toBe(true);
+  });
+
+  test('null through a variable with a default into a non-null argument is a field error, BAD_USER_INPUT too', async () => {
+    const response = await api.gql('query($id: ID = "x") { run(id: $id) { id } }', { id: null });
+    expect(response.data).toEqual({ run: null });
+    expect(response.errors?.[0]).toMatchObject({
+      message: 'Argument "id" of non-null type "ID!" must not be null.',
+      path: ['run'],
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
   });
 
   test('metadata, budget and the first page of events cost exactly one DynamoDB request', async () => {

@@ -153,6 +153,20 @@ describe('runEvents over graphql-ws', () => {
     const missing = subscribeSse<Ev>(api.url, RUN_EVENTS, {}, 'runEvents');
     await expect(missing.until(1)).rejects.toThrow(/\$runId.*was not provided/);
     expect(missing.errors[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });
+    // null through a variable with a default, into a non-null argument: refused at each event.
+    const nullIf = subscribeWs<Ev>(
+      ws,
+      'subscription($runId: ID!, $b: Boolean = true) { runEvents(runId: $runId, afterSeq: 0) { seq type @include(if: $b) } }',
+      { runId, b: null },
+      'runEvents',
+    );
+    await api.gql(APPEND, { input: { runId, type: 'step' } });
+    await waitFor(() => nullIf.errors.length > 0, { what: 'the event`s error' });
+    expect(nullIf.errors[0]).toMatchObject({
+      message: 'Argument "if" of non-null type "Boolean!" must not be null.',
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
+    nullIf.stop();
   });
 
   test('a second replica on the same table: its appends reach this replica only through the stream', async () => {
