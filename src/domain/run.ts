@@ -125,13 +125,26 @@ export type ServerEventType = (typeof serverEventTypes)[number];
 
 export const isServerEventType = (type: string): type is ServerEventType => (serverEventTypes as readonly string[]).includes(type);
 
-/** A type's words alone: lower case, its separators (`.`, `_`, `:`, `/`, `-`) left out. */
-const wordsOf = (type: string) => type.toLowerCase().replace(/[._:/-]+/g, '');
-const serverTypeWords = new Set(serverEventTypes.map(wordsOf));
+/**
+ * What a type looks like to a reader: its words without separators (`.`, `_`, `:`, `/`, `-`),
+ * in lower case, with the characters that look alike in a sans-serif font (I, l and 1; O and
+ * 0; rn and m; vv and w) made one, and a doubled l single (`canceled` for `cancelled`).
+ */
+const lookOf = (type: string) =>
+  type
+    .replace(/[I1]/g, 'l')
+    .toLowerCase()
+    .replace(/[._:/-]+/g, '')
+    .replace(/0/g, 'o')
+    .replace(/rn/g, 'm')
+    .replace(/vv/g, 'w')
+    .replace(/l+/g, 'l');
+const serverTypeLooks = new Set(serverEventTypes.map(lookOf));
 
 /**
- * A type a reader would take for one of the server's own, differing only in case or separators
- * (`Approval.Resolved`, `approval.resolved.`, `run_stalled`, `run..stalled`, `runstalled`):
- * refused alike. One with more words (`run.stalled.retry`) is the agents' own.
+ * A type a reader would take for one of the server's own, differing only in case, separators
+ * or letters that look alike (`Approval.Resolved`, `run_stalled`, `runstalled`, `approvaI.resolved`
+ * with a capital I, `run.canceled`): refused alike. One with more words (`run.stalled.retry`)
+ * is the agents' own.
  */
-export const passesForServerEventType = (type: string) => serverTypeWords.has(wordsOf(type));
+export const passesForServerEventType = (type: string) => serverTypeLooks.has(lookOf(type));

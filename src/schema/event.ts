@@ -67,7 +67,7 @@ const AppendEventInput = builder.inputType('AppendEventInput', {
     runId: t.id({ required: true }),
     type: t.string({
       required: true,
-      description: `What happened, e.g. \`tool.returned\`. The types the server writes itself (${serverEventTypes.join(', ')}) are refused, in any case and with any separators.`,
+      description: `What happened, e.g. \`tool.returned\`. The types the server writes itself (${serverEventTypes.join(', ')}) are refused, and so are types spelled to look like them.`,
     }),
     payload: t.field({ type: 'JSON', description: `Any JSON value, up to the server's payload limit.` }),
     seq: t.int({ description: 'Append exactly here (optimistic concurrency): refused with SequenceConflict if taken or not next.' }),

@@ -186,6 +186,12 @@ describe('nothing else can stand in for a decision', () => {
     'runstalled',
     'Run/Reclaimed',
     'approval_requested',
+    'approvaI.resolved',
+    'run.cancelIed',
+    'run.sta11ed',
+    'appr0val.res0lved',
+    'run.reclairned',
+    'run.canceled',
   ])('appendEvent refuses the server`s own type %s, naming the rule, and writes nothing', async (type) => {
     const runId = await newRun(api, { key: ACME });
     const answer = await api.gql(
