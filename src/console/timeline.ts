@@ -7,7 +7,7 @@
 import type { RunEvent, Runplane } from '../client/index.ts';
 import { operations } from '../client/index.ts';
 import { fill, h } from './dom.ts';
-import { json, preview, time } from './format.ts';
+import { json, preview, SERVER_EVENT_TYPES, time } from './format.ts';
 
 export const ROW_HEIGHT = 28;
 const PAGE = 200;
@@ -220,7 +220,7 @@ export class Timeline {
         on: { click: select, keydown: (e) => (e as KeyboardEvent).key === 'Enter' && select() },
       },
       h('span', { class: 'seq' }, `#${event.seq}`),
-      h('span', { class: 'type' }, event.type),
+      typeOf(event),
       h('time', { datetime: event.createdAt }, time(event.createdAt)),
       h('span', { class: 'payload' }, preview(event.payload)),
     );
@@ -234,11 +234,25 @@ export class Timeline {
     const { event } = item;
     fill(
       this.detail,
-      h('h3', {}, `Event #${event.seq} · ${event.type}`),
+      h('h3', {}, `Event #${event.seq} · ${event.type}${SERVER_EVENT_TYPES.has(event.type) ? ' (written by the server)' : ''}`),
       h('p', {}, `Written ${time(event.createdAt)}`),
       h('pre', { class: 'json' }, json(event.payload)),
     );
   }
+}
+
+/**
+ * An event's type, whole on hover, marked when the server wrote it: only the server writes those
+ * types (appendEvent refuses them and types spelled to look like them), so no agent's row has the mark.
+ */
+function typeOf({ type }: RunEvent) {
+  if (!SERVER_EVENT_TYPES.has(type)) return h('span', { class: 'type', title: type }, type);
+  return h(
+    'span',
+    { class: 'type by-server', title: `${type}: written by the server` },
+    h('span', { class: 'server-mark', 'aria-label': 'written by the server' }, '◆'),
+    ` ${type}`,
+  );
 }
 
 /** The cursor the API gives an event (base64url of `seq:<n>`), for events that came live. */

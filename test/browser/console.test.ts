@@ -277,6 +277,19 @@ describeWithBrowser('the run console in Chromium', () => {
       );
       expect(data.run.events.edges[0].node.payload).toMatchObject({ by: 'console', reason: 'the worker is gone', from: 'STALLED' });
       expect(await page.locator('#cancel-run').count()).toBe(0);
+      // The server's own events are marked in the timeline (no agent can write their types); an agent's are not.
+      await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "run.stalled.retry" }) { __typename } }`, {}, as);
+      await waitForSeqs(page, (seqs) => seqs.length === 3, 'the stall, the cancel and the agent`s event');
+      const rows = await page
+        .locator('.timeline .event')
+        .evaluateAll((events) =>
+          events.map((e) => [e.querySelector('.type')?.textContent?.trim(), e.querySelector('.type.by-server .server-mark') !== null]),
+        );
+      expect(rows).toEqual([
+        ['◆ run.stalled', true],
+        ['◆ run.cancelled', true],
+        ['run.stalled.retry', false],
+      ]);
     } finally {
       await page.close();
     }
