@@ -16,6 +16,7 @@ import { leftoversAfterEach } from '../support/leftovers.ts';
 import { noRedis, redisForFile } from '../support/redis.ts';
 import { type Replica, startReplica, stopReplica } from '../support/replicas.ts';
 import { newRun as createRun } from '../support/runs.ts';
+import { subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The watchers look every second here; a claim of the worker lasts two. */
@@ -63,8 +64,20 @@ describe.skipIf(noRedis)('run claims over replicas', () => {
     const worker = client(a as Replica);
     const ops = client(b as Replica);
     let late: unknown;
+    // A dashboard on the worker's replica: the cancel's rows come through Redis, yet as one change.
+    const dashboard = wsClient((a as Replica).url);
+    leftovers.push(async () => {
+      await dashboard.dispose();
+    });
+    const states = subscribeWs<{ status: string; claim: { holder: string } | null }>(
+      dashboard,
+      `subscription { runChanged(runId: "${runId}") { status claim { holder } } }`,
+      {},
+      'runChanged',
+    );
     const working = worker.withRun({ runId, holder: 'w', ttlSeconds: 30 }, async (run, signal) => {
       await run.append({ type: 'step' });
+      await waitFor(() => states.items.some((s) => s.claim?.holder === 'w'), { what: 'the claim in runChanged' });
       expect(await ops.cancelRun({ runId, reason: 'stop' })).toMatchObject({ __typename: 'Run', status: 'CANCELLED' });
       await waitFor(() => signal.aborted, { what: 'the cancellation to reach the worker on the other replica' });
       late = await run.append({ type: 'late' });
@@ -74,6 +87,12 @@ describe.skipIf(noRedis)('run claims over replicas', () => {
     expect(failure.code).toBe('RUN_CANCELLED');
     expect(late).toMatchObject({ __typename: 'ClaimLost' });
     expect((await eventTypes(b as Replica, runId)).map((e) => e.type)).toEqual(['step', 'run.cancelled']);
+    await waitFor(() => states.items.some((s) => s.status === 'CANCELLED'), { what: 'the cancellation in runChanged' });
+    // Never the run still RUNNING with its claim ended, nor CANCELLED twice.
+    expect(states.items.slice(states.items.findIndex((s) => s.claim?.holder === 'w'))).toEqual([
+      { status: 'RUNNING', claim: { holder: 'w' } },
+      { status: 'CANCELLED', claim: null },
+    ]);
   });
 
   test('a worker SIGKILLed mid-run: STALLED within its TTL and one interval, one run.stalled, taken over at the next seq', async () => {

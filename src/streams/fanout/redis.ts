@@ -70,7 +70,10 @@ export class RedisFanout {
   private broken: string | undefined;
   /** Changes not sent since the last resync entry. */
   private unsent = false;
+  /** Changes sent and not yet answered, or waiting for the end of this turn to be sent. */
   private inFlight = 0;
+  /** This turn's changes (encoded), sent together once it ends (flush). */
+  private turn: string[] = [];
   private stopped = false;
   private loop: Promise<void> | undefined;
   /** Entries this replica has sent (each gets the next count). */
@@ -149,15 +152,40 @@ export class RedisFanout {
       return;
     }
     this.inFlight++;
-    this.send('change', value)
+    if (this.turn.push(value) === 1) queueMicrotask(() => this.flush());
+  }
+
+  /**
+   * Sends this turn's changes in one MULTI: Redis adds them at once, so another replica reads
+   * them in one XREAD and hands them to its feeds in one turn. The rows of one transaction (a
+   * cancel's run, claim and budget) then reach a runChanged subscriber there as one state, as
+   * they do on this replica, never the run still RUNNING with its claim ended.
+   */
+  private flush() {
+    const values = this.turn;
+    this.turn = [];
+    const sent = values.length === 1 ? this.send('change', values[0] as string) : this.sendTogether(values);
+    sent
       .then(
-        () => this.counts.published++,
         () => {
-          this.counts.unsent++;
+          this.counts.published += values.length;
+        },
+        () => {
+          this.counts.unsent += values.length;
           this.unsent = true;
         },
       )
-      .finally(() => this.inFlight--);
+      .finally(() => {
+        this.inFlight -= values.length;
+      });
+  }
+
+  private async sendTogether(values: string[]) {
+    const multi = this.pub.multi();
+    for (const value of values) multi.xadd(this.key, 'MAXLEN', '~', this.maxLen, '*', ...this.sealed('change', value));
+    const results = await multi.exec();
+    const failed = results === null ? new Error('the MULTI was discarded') : results.find(([err]) => err)?.[0];
+    if (failed) throw failed;
   }
 
   /** Tells every other replica to re-read from the table (sent with the next read, retried until Redis takes it). */
@@ -197,10 +225,18 @@ export class RedisFanout {
     this.pub.disconnect();
   }
 
-  private send(kind: EntryKind, value: string) {
-    const maxLen = this.options.maxLen ?? STREAM_MAX_LEN;
+  private get maxLen() {
+    return this.options.maxLen ?? STREAM_MAX_LEN;
+  }
+
+  /** The next entry's fields, sealed (each entry takes the next count). */
+  private sealed(kind: EntryKind, value: string) {
     const entry = { from: this.options.replicaId, n: ++this.sent, at: (this.options.now ?? Date.now)(), kind, value };
-    return this.pub.xadd(this.key, 'MAXLEN', '~', maxLen, '*', ...sealEntry(this.options.secret, this.key, entry));
+    return sealEntry(this.options.secret, this.key, entry);
+  }
+
+  private send(kind: EntryKind, value: string) {
+    return this.pub.xadd(this.key, 'MAXLEN', '~', this.maxLen, '*', ...this.sealed(kind, value));
   }
 
   private breaks(err: unknown) {
