@@ -156,10 +156,10 @@ export class RedisFanout {
   }
 
   /**
-   * Sends this turn's changes in one MULTI: Redis adds them at once, so another replica reads
-   * them in one XREAD and hands them to its feeds in one turn. The rows of one transaction (a
-   * cancel's run, claim and budget) then reach a runChanged subscriber there as one state, as
-   * they do on this replica, never the run still RUNNING with its claim ended.
+   * Sends this turn's changes in one MULTI: Redis adds them at once, so another replica reading
+   * along reads them in one XREAD and hands them to its feeds in one turn. The rows a transaction
+   * updated (a cancel's run, claim and budget) then reach a runChanged subscriber there as one
+   * state, as on this replica. Best effort: a reader READ_COUNT entries behind may split them.
    */
   private flush() {
     const values = this.turn;
