@@ -123,8 +123,6 @@ export function allowedTransitions(from: RunStatus) {
 export const serverEventTypes = ['approval.requested', 'approval.resolved', 'run.cancelled', 'run.stalled', 'run.reclaimed'] as const;
 export type ServerEventType = (typeof serverEventTypes)[number];
 
-export const isServerEventType = (type: string): type is ServerEventType => (serverEventTypes as readonly string[]).includes(type);
-
 /**
  * What a type looks like to a reader: its words without separators (`.`, `_`, `:`, `/`, `-`),
  * in lower case, with the characters that look alike in a sans-serif font (I, l and 1; O and

@@ -73,14 +73,17 @@ const isVariableRefusal = (error: unknown): error is GraphQLError =>
     (isGraphqlJsOwn(error) && (error.message === TOO_MANY_VARIABLE_ERRORS || ARGUMENT_REFUSAL.test(error.message))));
 
 /** Bad input like any other: the same message, with BAD_USER_INPUT (yoga's HTTP status kept). */
-const badVariable = (error: GraphQLError) =>
+const badVariable = (error: GraphQLError) => withExtensions(error, { ...error.extensions, code: codes.badInput });
+
+/** The same error (message, place, cause) with other extensions. */
+const withExtensions = (error: GraphQLError, extensions: GraphQLError['extensions']) =>
   new GraphQLError(error.message, {
     nodes: error.nodes,
     source: error.source,
     positions: error.positions,
     path: error.path,
     originalError: error.originalError,
-    extensions: { ...error.extensions, code: codes.badInput },
+    extensions,
   });
 
 /**
@@ -90,12 +93,5 @@ const badVariable = (error: GraphQLError) =>
 export function withoutHttpStatus(error: GraphQLError): GraphQLError {
   if (!error.extensions || !('http' in error.extensions)) return error;
   const { http: _, ...extensions } = error.extensions;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions,
-  });
+  return withExtensions(error, extensions);
 }
