@@ -82,6 +82,13 @@ interface DbModule {
   validateKey(key: Item, table: TableDescription): DynaliteError | undefined;
   validateItem(item: Item, table: TableDescription): DynaliteError | undefined;
   checkConditional(data: Record<string, unknown>, existing: Item | undefined): DynaliteError | undefined | null;
+  /** The index entries an item's change adds and removes (keys as the index sub-databases store them). */
+  getIndexActions(
+    indexes: unknown[],
+    oldItem: Item | undefined,
+    newItem: Item | undefined,
+    table: TableDescription,
+  ): { puts: { index: string; key: string; item: Item }[]; deletes: { index: string; key: string }[] };
   itemSize(item: Item): number;
   mapPaths(paths: unknown, item: Item): Item;
 }

@@ -139,6 +139,44 @@ export class WriteSet {
     }
   }
 
+  /**
+   * A transaction's item as it stands (read ahead, else read now), kept as the one its action
+   * read. Only under the item's lock, which the caller holds.
+   */
+  async itemAt(table: TableDescription, key: string): Promise<Item | undefined> {
+    const at = readKey(table.TableName, key);
+    this.tables.set(table.TableName, table);
+    const item = this.readAhead.has(at)
+      ? this.readAhead.get(at)
+      : (((await this.real.db.get(levelKeys.item(table.TableName, key))) ?? undefined) as Item | undefined);
+    this.reads.set(at, item);
+    return item;
+  }
+
+  /**
+   * A transaction's Put, without dynalite's action and its turns of the event loop (the item was
+   * validated with the request): the condition on the item it replaces, then the item and its
+   * index entries staged, as dynalite's putItem would.
+   * @throws ConditionalCheckFailedException when the condition does not hold (or cannot be evaluated on the item)
+   */
+  async putItem(table: TableDescription, key: string, data: Record<string, unknown>) {
+    const oldItem = await this.itemAt(table, key);
+    if (!conditionHolds(data, oldItem)) throw errors.conditionalCheckFailed();
+    const newItem = data.Item as Item;
+    const puts: LevelOp[] = [];
+    for (const type of ['Local', 'Global'] as const) {
+      const indexes = (table[`${type}SecondaryIndexes`] ?? []) as unknown[];
+      if (indexes.length === 0) continue;
+      const index = (name: string, key: string) => levelKeys.index(type, table.TableName, name, key);
+      const actions = dynaliteDb.getIndexActions(indexes, oldItem, newItem, table);
+      // Removals first, as dynalite's updateIndexes: an entry that moves is put after its removal.
+      for (const { index: name, key } of actions.deletes) this.ops.push({ type: 'del', key: index(name, key) });
+      for (const { index: name, key, item } of actions.puts) puts.push({ type: 'put', key: index(name, key), value: item });
+    }
+    this.ops.push(...puts);
+    this.stage(table.TableName, key, newItem);
+  }
+
   /** The item as the action read it before deciding (for ReturnValuesOnConditionCheckFailure). */
   readItem(table: TableDescription, key: Item) {
     return this.reads.get(readKey(table.TableName, dynaliteDb.createKey(key, table)));
@@ -228,6 +266,13 @@ export class WriteSet {
   }
 
   private stageItem(tableName: string, key: string, newItem: Item | undefined, cb: (err?: Error | null) => void) {
+    this.stage(tableName, key, newItem);
+    if (this.mode === 'transaction') return process.nextTick(cb);
+    this.commit().then(() => cb(), cb);
+  }
+
+  /** Captures an item's write and its change (the old image is the one its action read). */
+  private stage(tableName: string, key: string, newItem: Item | undefined) {
     const oldItem = this.reads.get(readKey(tableName, key));
     const table = this.tables.get(tableName);
     const image = newItem ?? oldItem;
@@ -237,8 +282,6 @@ export class WriteSet {
     if (table && image) {
       this.changes.push({ tableName, itemKey: key, keys: keyOf(image, table), oldItem, newItem, byTtl: this.options.byTtl });
     }
-    if (this.mode === 'transaction') return process.nextTick(cb);
-    this.commit().then(() => cb(), cb);
   }
 }
 
@@ -250,5 +293,14 @@ function conditionThrows(request: Record<string, unknown>, item: Item | undefine
     return false;
   } catch {
     return true;
+  }
+}
+
+/** Whether the request's condition holds on the item; one dynalite cannot evaluate on it is false, as in DynamoDB. */
+export function conditionHolds(request: Record<string, unknown>, item: Item | undefined) {
+  try {
+    return !dynaliteDb.checkConditional(request, item);
+  } catch {
+    return false;
   }
 }

@@ -306,6 +306,107 @@ describe('TransactWriteItems', () => {
   });
 });
 
+describe('a Put in a transaction, like PutItem', () => {
+  let indexed: { name: string; streamArn?: string };
+  beforeAll(async () => {
+    indexed = await createTestTable(client, {
+      attributes: [
+        { AttributeName: 'status', AttributeType: 'S' },
+        { AttributeName: 'at', AttributeType: 'S' },
+      ],
+      indexes: [
+        {
+          IndexName: 'byStatus',
+          KeySchema: [
+            { AttributeName: 'status', KeyType: 'HASH' },
+            { AttributeName: 'at', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
+  });
+  const byStatus = async (status: string) =>
+    (
+      await client.send(
+        new QueryCommand({
+          TableName: indexed.name,
+          IndexName: 'byStatus',
+          KeyConditionExpression: '#s = :s',
+          ExpressionAttributeNames: { '#s': 'status' },
+          ExpressionAttributeValues: { ':s': { S: status } },
+        }),
+      )
+    ).Items ?? [];
+  const putAlone = (item: Record<string, unknown>, check: string) =>
+    client.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          { Put: { TableName: indexed.name, Item: item as never } },
+          { ConditionCheck: { TableName: indexed.name, Key: key(check, 'c'), ConditionExpression: 'attribute_not_exists(pk)' } },
+        ],
+      }),
+    );
+
+  test('moves the item in its index, drops it when the index key goes, and streams both images', async () => {
+    const pk = uniqueName();
+    const [running, waiting] = [`RUNNING-${pk}`, `WAITING-${pk}`];
+    const first = { ...key(pk), status: { S: running }, at: { S: '1' } };
+    const second = { ...key(pk), status: { S: waiting }, at: { S: '2' }, note: { S: 'moved' } };
+    await putAlone(first, pk);
+    expect(await byStatus(running)).toEqual([first]);
+    await putAlone(second, pk);
+    expect(await byStatus(running)).toEqual([]);
+    expect(await byStatus(waiting)).toEqual([second]);
+    // Without the index's key attributes the item leaves the index.
+    await putAlone(key(pk), pk);
+    expect(await byStatus(waiting)).toEqual([]);
+    const mine = (
+      await readStream(streamsClient(), indexed.streamArn as string, (all) => all.filter((r) => r.dynamodb?.Keys?.pk?.S === pk).length >= 3)
+    ).filter((r) => r.dynamodb?.Keys?.pk?.S === pk);
+    expect(mine.map((r) => [r.eventName, r.dynamodb?.OldImage?.status?.S, r.dynamodb?.NewImage?.status?.S])).toEqual([
+      ['INSERT', undefined, running],
+      ['MODIFY', running, waiting],
+      ['MODIFY', waiting, undefined],
+    ]);
+  });
+
+  test('a Put whose own condition fails gives the item it found when asked', async () => {
+    const pk = uniqueName();
+    const item = { ...key(pk), status: { S: `FIRST-${pk}` }, at: { S: '1' } };
+    await putAlone(item, pk);
+    const err = await failure(
+      client.send(
+        new TransactWriteItemsCommand({
+          TransactItems: [
+            {
+              Put: {
+                TableName: indexed.name,
+                Item: { ...key(pk), status: { S: `SECOND-${pk}` }, at: { S: '2' } },
+                ConditionExpression: 'attribute_not_exists(pk)',
+                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+              },
+            },
+          ],
+        }),
+      ),
+    );
+    expect(err.CancellationReasons).toEqual([{ Code: 'ConditionalCheckFailed', Message: 'The conditional request failed', Item: item }]);
+    expect(await byStatus(`SECOND-${pk}`)).toEqual([]);
+  });
+
+  test('a refused Put leaves the index as it was', async () => {
+    const pk = uniqueName();
+    const item = { ...key(pk), status: { S: `KEPT-${pk}` }, at: { S: '1' } };
+    await putAlone(item, pk);
+    await client.send(new PutItemCommand({ TableName: indexed.name, Item: key(pk, 'c') }));
+    const err = await failure(putAlone({ ...key(pk), status: { S: `LOST-${pk}` }, at: { S: '2' } }, pk));
+    expect(err.name).toBe('TransactionCanceledException');
+    expect(await byStatus(`KEPT-${pk}`)).toEqual([item]);
+    expect(await byStatus(`LOST-${pk}`)).toEqual([]);
+  });
+});
+
 describe("DynamoDB's validation of transaction members", () => {
   const put = (item: Record<string, unknown>) => ({ Put: { TableName: table, Item: item } }) as TransactWriteItem;
   const reasonsOf = (err: Record<string, unknown>) => err.CancellationReasons as { Code: string; Message?: string }[];

@@ -61,6 +61,21 @@ function keyProblem(isItem: boolean, key: Item, table: TableDescription) {
 }
 
 /**
+ * The members' tables, each looked up once and all at the same time (a transaction's members
+ * are mostly on one table). A missing one refuses the request: the first member's that is.
+ */
+async function tablesOf(store: Store, members: Record<string, unknown>[]) {
+  const names = [...new Set(members.map((data) => data.TableName as string))];
+  const found = await Promise.allSettled(names.map((name) => getTable(store, name)));
+  const tables = new Map<string, TableDescription>();
+  for (const [i, result] of found.entries()) {
+    if (result.status === 'rejected') throw result.reason;
+    tables.set(names[i] as string, result.value);
+  }
+  return tables;
+}
+
+/**
  * Every member's expressions parse (all of them) before any table is looked up. The members'
  * types were checked with the request (specs.ts gives each member its operation's types).
  */
@@ -69,10 +84,11 @@ async function check(
   members: { operation: Parameters<typeof validateTyped>[0]; request: Record<string, unknown>; isItem: boolean }[],
 ) {
   const validated = members.map(({ operation, request }) => validateTyped(operation, request, store));
+  const tables = await tablesOf(store, validated);
   const checked: Checked[] = [];
   for (const [i, data] of validated.entries()) {
     const { isItem } = members[i] as (typeof members)[number];
-    const table = await getTable(store, data.TableName as string);
+    const table = tables.get(data.TableName as string) as TableDescription;
     const key = (isItem ? data.Item : data.Key) as Item;
     refuseEmptyKey(key, table);
     checked.push({ data, table, key, problem: keyProblem(isItem, key, table) });

@@ -15,11 +15,11 @@ import {
   unchangedWriteLines,
   writeLines,
 } from '../capacity/index.ts';
-import { dynaliteDb, type Item, type LevelOp, runAction, type TableDescription, toEngineError, validateWith } from '../dynalite.ts';
+import { dynaliteDb, type Item, type LevelOp, runAction, type TableDescription, validateWith } from '../dynalite.ts';
 import { EngineError, errors, isConditionalFailure } from '../errors.ts';
 import { LockConflict, lockId } from '../item-locks.ts';
 import type { RequestContext } from '../request-context.ts';
-import { type Storage, WriteSet } from '../write-set.ts';
+import { conditionHolds, type Storage, WriteSet } from '../write-set.ts';
 import { MAX_TRANSACTION_BYTES, prepareReads, prepareWrites, tooLarge, type WriteAction } from './actions.ts';
 import { getSpec, operationOf, writeSpec } from './specs.ts';
 import { createTokens } from './tokens.ts';
@@ -89,17 +89,9 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
   async function evaluate(action: WriteAction, writeSet: WriteSet): Promise<Reason | undefined> {
     try {
       if (action.kind === 'ConditionCheck') {
-        const current = await new Promise<Item | undefined>((resolve, reject) =>
-          writeSet.store.getItemDb(action.table.TableName).get(action.lockKey, (err, item) => (err ? reject(err) : resolve(item))),
-        );
-        let failed: unknown;
-        try {
-          failed = dynaliteDb.checkConditional(action.data, current);
-        } catch {
-          // A comparison dynalite cannot evaluate on this item is false, as in DynamoDB.
-          failed = errors.conditionalCheckFailed();
-        }
-        if (failed) throw toEngineError(failed);
+        if (!conditionHolds(action.data, await writeSet.itemAt(action.table, action.lockKey))) throw errors.conditionalCheckFailed();
+      } else if (action.kind === 'Put') {
+        await writeSet.putItem(action.table, action.lockKey, action.data);
       } else {
         await writeSet.run(operationOf[action.kind], action.data);
       }
