@@ -52,7 +52,13 @@ export interface EngineStats {
   /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
   locks: { held: number; waiting: number; conflicts: number };
   /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
-  tokens: { inFlight: number; pruned: number };
+  tokens: {
+    inFlight: number;
+    pruned: number;
+    /** Tokens read from the database so far: a new token is not, once the filters of recent ones are ready. */
+    lookups: number;
+    recent: { ready: boolean; minutes: number };
+  };
   /** TTL: expiry index entries the sweeper examined and items it deleted, items indexed when TTL was enabled, so far. */
   ttl: { itemsTouched: number; itemsDeleted: number; itemsIndexed: number };
   /**
@@ -128,6 +134,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
         listener.dropConnections();
         await closed;
         await ttl.close();
+        await transactions.close();
         await log.flush();
         await new Promise<void>((resolve, reject) => store.lifecycleManager.gracefulClose((err) => (err ? reject(err) : resolve())));
       })();

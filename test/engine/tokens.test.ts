@@ -56,6 +56,37 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
     expect(await counter(second.client, name)).toBe('2');
   });
 
+  test('after a restart, once the stored tokens are loaded, a replay is still answered and a new token is not read', async () => {
+    const clock = manualClock();
+    const dataDir = mkdtempSync(join(tmpdir(), 'runplane-tokens-'));
+    leftovers.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const first = await ownEngine({ dataDir, now: clock.now });
+    const { name } = await createTestTable(first.client, { stream: false });
+    await first.client.send(new PutItemCommand({ TableName: name, Item: { ...key, n: { N: '0' } } }));
+    await increment(first.client, name, 'expired');
+    clock.advance(TOKEN_TTL_MS - 60_000);
+    // More than one page of the load (1,000), over two minutes.
+    for (let i = 0; i < 1_050; i += 50)
+      await Promise.all(Array.from({ length: 50 }, (_, j) => increment(first.client, name, `kept-${i + j}`)));
+    clock.advance(60_000);
+    await increment(first.client, name, 'last');
+    await first.engine.close();
+
+    clock.advance(30_000);
+    const second = await ownEngine({ dataDir, now: clock.now });
+    leftovers.push(() => second.engine.close());
+    await waitFor(() => second.engine.stats().tokens.recent.ready, { what: 'the stored tokens loaded' });
+    const before = second.engine.stats().tokens.lookups;
+    for (const token of ['kept-0', 'kept-999', 'kept-1049', 'last']) await increment(second.client, name, token);
+    expect(await counter(second.client, name)).toBe('1052');
+    expect(second.engine.stats().tokens.lookups - before).toBe(4);
+    // Past its window before the restart, 'expired' is new again; new tokens are taken without a read.
+    await increment(second.client, name, 'expired');
+    for (let i = 0; i < 20; i++) await increment(second.client, name, `new-${i}`);
+    expect(await counter(second.client, name)).toBe('1073');
+    expect(second.engine.stats().tokens.lookups - before).toBeLessThanOrEqual(5);
+  });
+
   test('pruning deletes only the tokens past their window, and keeps a token used again since', async () => {
     const clock = manualClock();
     const { engine, client } = await ownEngine({ now: clock.now });

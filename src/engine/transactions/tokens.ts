@@ -7,6 +7,7 @@
  */
 import type { LevelOp, MainDb } from '../dynalite.ts';
 import { EngineError, errors } from '../errors.ts';
+import { createRecentTokens } from './recent-tokens.ts';
 
 /** DynamoDB remembers a ClientRequestToken for 10 minutes. */
 export const TOKEN_TTL_MS = 10 * 60_000;
@@ -14,6 +15,8 @@ export const TOKEN_TTL_MS = 10 * 60_000;
 export const MAX_PENDING_TOKENS = 10_000;
 /** Expired tokens deleted per LevelDB batch when pruning; a prune goes on batch after batch. */
 const PRUNE_BATCH = 500;
+/** Tokens read per page when the stored ones are noted at start. */
+const LOAD_PAGE = 1_000;
 
 const tokenKey = (token: string) => `rp-txtok~${token}`;
 const expiryPrefix = 'rp-txexp~';
@@ -34,6 +37,28 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
   /** Tokens a prune is deleting, with the moment its batch lands: a claim of one waits for it. */
   const pruning = new Map<string, Promise<void>>();
   let pruned = 0;
+  /** Tokens used within their window, so that a new one needs no read (a "maybe" is read). */
+  const recent = createRecentTokens(TOKEN_TTL_MS);
+  let stopping = false;
+  let lookups = 0;
+
+  /** Notes the tokens stored within their window (from before a restart); until then every token is read. */
+  async function load() {
+    let after = expiryKey(now() - TOKEN_TTL_MS, '');
+    for (;;) {
+      if (stopping) return;
+      const page: { token: string; at: number }[] = [];
+      for await (const value of db.values({ gt: after, lt: `${expiryPrefix}~`, limit: LOAD_PAGE }))
+        page.push(value as { token: string; at: number });
+      for (const { token, at } of page) recent.add(token, at);
+      const last = page.at(-1);
+      if (!last) break;
+      after = expiryKey(last.at, last.token);
+    }
+    recent.loaded();
+  }
+  // A load that fails leaves every token read, as before it ended.
+  const loading = load().catch(() => undefined);
 
   /**
    * @throws IdempotentParameterMismatchException for the same token with another request
@@ -60,11 +85,14 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
       pending.delete(token);
     };
     let stored: StoredToken | undefined;
-    try {
-      stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
-    } catch (err) {
-      release();
-      throw err;
+    if (recent.mayHave(token)) {
+      lookups++;
+      try {
+        stored = (await db.get(tokenKey(token))) as StoredToken | undefined;
+      } catch (err) {
+        release();
+        throw err;
+      }
     }
     // A token past its window is forgotten, as if it had been pruned already.
     if (stored && now() - stored.at < TOKEN_TTL_MS) {
@@ -73,6 +101,8 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
       return { result: stored.result };
     }
     const at = now();
+    // Noted before its transaction commits: a lookup after it can never skip the read.
+    recent.add(token, at);
     const value: StoredToken = { hash, at, result: {} };
     return {
       ops: [
@@ -126,5 +156,15 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
     return count;
   }
 
-  return { claim, prune, stats: () => ({ inFlight: pending.size, pruned }) };
+  return {
+    claim,
+    prune,
+    /** Waits for the start's load to end (it stops at its next page). */
+    async close() {
+      stopping = true;
+      await loading;
+    },
+    /** Tokens read from LevelDB so far (a new one usually is not), and the recent tokens' filters. */
+    stats: () => ({ inFlight: pending.size, pruned, lookups, recent: recent.stats() }),
+  };
 }
