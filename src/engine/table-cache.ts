@@ -24,11 +24,19 @@ function deepFreeze<T>(value: T): T {
 export interface TableCache {
   /** dynalite's own getTable: a fresh, mutable description read from the database. */
   uncached: Store['getTable'];
+  /** The kept description of a table a status-checking reader would find, if there is one. */
+  peek(name: string): TableDescription | undefined;
   /** Descriptions kept now (for tests). */
   size(): number;
 }
 
 const caches = new WeakMap<Store, TableCache>();
+
+/**
+ * A table's description at once when it is kept (else undefined: ask `getTable`), for a request
+ * that has its own turns of the event loop to come (a transaction's reads and commit).
+ */
+export const keptTable = (store: Store, name: string) => caches.get(store)?.peek(name);
 
 /** A store whose getTable reads afresh: for the table actions that change the description they read. */
 export function withUncachedTables<S extends Store>(store: S): S {
@@ -120,7 +128,11 @@ export function cacheTables(store: Store): TableCache {
     });
   };
 
-  const cache = { uncached, size: () => kept.size };
+  const peek = (name: string) => {
+    const table = kept.get(name);
+    return table && !inUse(table) ? table : undefined;
+  };
+  const cache = { uncached, peek, size: () => kept.size };
   caches.set(store, cache);
   return cache;
 }

@@ -14,7 +14,7 @@ import {
 import { afterAll, describe, expect, test } from 'vitest';
 import { createStore, getTable, type LevelOp, type Store } from '../../src/engine/dynalite.ts';
 import type { EngineError } from '../../src/engine/errors.ts';
-import { cacheTables } from '../../src/engine/table-cache.ts';
+import { cacheTables, keptTable } from '../../src/engine/table-cache.ts';
 import { uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
 import { failure } from '../support/failure.ts';
@@ -105,6 +105,19 @@ describe('the table cache on a store', () => {
     // dynalite's two-argument form checks the status too.
     const found = await new Promise<unknown>((resolve) => store.getTable('c', (err, table) => resolve(err ?? table)));
     expect((found as { statusCode?: number }).statusCode).toBe(400);
+  });
+
+  test('a transaction takes a kept table at once, never one not yet read, being created or deleted, or written since', async () => {
+    const { store } = await countingStore();
+    await putDescription(store, 'e');
+    await putDescription(store, 'f', 'DELETING');
+    expect(keptTable(store, 'e')).toBeUndefined();
+    await getTable(store, 'e', false);
+    await getTable(store, 'f', false);
+    expect(keptTable(store, 'e')?.TableStatus).toBe('ACTIVE');
+    expect(keptTable(store, 'f')).toBeUndefined();
+    await putDescription(store, 'e', 'UPDATING');
+    expect(keptTable(store, 'e')).toBeUndefined();
   });
 
   test('a read that began before a write to descriptions ended is not kept', async () => {

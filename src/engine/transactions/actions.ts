@@ -6,6 +6,7 @@
  */
 import { dynaliteDb, getTable, type Item, type Store, type TableDescription, toEngineError, validateTyped } from '../dynalite.ts';
 import { EngineError, errors } from '../errors.ts';
+import { keptTable } from '../table-cache.ts';
 import { operationOf, type WriteKind } from './specs.ts';
 
 /** DynamoDB's limit on the aggregate size of the items in one transaction (4 MB, in its 1024-based units). */
@@ -62,10 +63,14 @@ function keyProblem(isItem: boolean, key: Item, table: TableDescription) {
 
 /**
  * The members' tables, each looked up once and all at the same time (a transaction's members
- * are mostly on one table). A missing one refuses the request: the first member's that is.
+ * are mostly on one table), without a turn of the event loop when all are kept (the
+ * transaction has its reads and commit to come). A missing one refuses the request: the
+ * first member's that is.
  */
 async function tablesOf(store: Store, members: Record<string, unknown>[]) {
   const names = [...new Set(members.map((data) => data.TableName as string))];
+  const kept = names.map((name) => keptTable(store, name));
+  if (kept.every(Boolean)) return new Map(names.map((name, i) => [name, kept[i] as TableDescription]));
   const found = await Promise.allSettled(names.map((name) => getTable(store, name)));
   const tables = new Map<string, TableDescription>();
   for (const [i, result] of found.entries()) {

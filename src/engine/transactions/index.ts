@@ -123,8 +123,8 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
       // A cancelled transaction consumes capacity too; past a partition's, it is cancelled as throttled.
       if (lines) take('write', lines, actions.length);
       if (reasons.some(Boolean)) throw errors.transactionCanceled(reasons.map((r) => r ?? { Code: 'None' }));
-      // Updates are measured once applied: the items they leave count toward the limit.
-      const bytes = writeSet.stagedItemBytes();
+      // Updates are measured once applied: the items they leave count toward the limit (Puts were, as sent).
+      const bytes = actions.some((action) => action.kind === 'Update') ? writeSet.stagedItemBytes() : 0;
       if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
       await writeSet.commit(alongside);
       return answer(lines, asked);
@@ -203,5 +203,5 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     }
   }
 
-  return { write, get, pruneTokens: tokens.prune, tokenStats: tokens.stats };
+  return { write, get, pruneTokens: tokens.prune, tokenStats: tokens.stats, close: tokens.close };
 }
