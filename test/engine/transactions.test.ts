@@ -503,6 +503,22 @@ describe("DynamoDB's validation of transaction members", () => {
 
     await client.send(new TransactWriteItemsCommand({ TransactItems: Array.from({ length: 10 }, (_, i) => big(i)) }));
     await client.send(new TransactWriteItemsCommand({ TransactItems: [big(10)] }));
+    // An Update is measured by the item it leaves: ten big Puts and one that grows an item are over.
+    const grow = {
+      Update: {
+        TableName: table,
+        Key: key(pk, 'grown'),
+        UpdateExpression: 'SET #b = :b',
+        ExpressionAttributeNames: { '#b': 'blob' },
+        ExpressionAttributeValues: { ':b': { S: 'y'.repeat(390 * 1024) } },
+      },
+    };
+    const grown = await failure(
+      client.send(new TransactWriteItemsCommand({ TransactItems: [...Array.from({ length: 10 }, (_, i) => big(20 + i)), grow] })),
+    );
+    expect(grown.name).toBe('ValidationException');
+    expect(grown.message).toMatch(/exceeds the limit of 4 MB/);
+    expect(await get(key(pk, 'grown'))).toBeUndefined();
     // Reading them all back in one transaction is over the limit too.
     const read = await failure(
       client.send(
