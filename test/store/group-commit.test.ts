@@ -37,6 +37,24 @@ describe('batching', () => {
     expect(sizes().reduce((n, s) => n + s.count, 0)).toBe(40);
   });
 
+  test('appends queued in the turn of the event loop of the first go with it, even when a commit takes no turn of its own', async () => {
+    const batches: number[] = [];
+    // An engine in this process may answer at once: no I/O, no setImmediate.
+    const commit = async (_tenant: string, runId: string, batch: Waiting[]): Promise<RunEvent[]> => {
+      batches.push(batch.length);
+      return batch.map((w, i) => ({ runId, seq: i + 1, type: w.type, payload: w.payload, createdAt: w.createdAt }));
+    };
+    const group = createGroupCommit({ commit, alone: () => false, measure: () => 600 });
+    const first = group.append('t', 'r', 'step', { i: 1 }, new Date());
+    // As requests read in the same turn reach their resolvers: each a few promise steps later.
+    const later = (async () => {
+      for (let i = 0; i < 5; i++) await Promise.resolve();
+      return Promise.all([2, 3, 4].map((i) => group.append('t', 'r', 'step', { i }, new Date())));
+    })();
+    await Promise.all([first, later]);
+    expect(batches).toEqual([4]);
+  });
+
   test('a batch refused for one append (nothing written) goes again one by one: only that append fails', async () => {
     const bad = new Error('too large');
     const { commit, batches } = recordingCommit((batch) => (batch.some((w) => (w.payload as { i: number }).i === 3) ? bad : undefined));
@@ -73,14 +91,16 @@ describe('throttled batches', () => {
     // Each append landed once, in order: a throttled batch wrote nothing and went again.
     expect(first.map((e) => (e.payload as { i: number }).i)).toEqual(range(40));
     const sizes = batches.map((batch) => batch.length);
-    // 1 alone, then 39 throttled, 19 throttled, 9 throttled, 4 lands, 5 (4 x 1.25) throttled, 2 lands...
-    expect(sizes.slice(0, 5)).toEqual([1, 39, 19, 9, 4]);
+    // 40 throttled, 20, 10 and 5 throttled, 2 lands, then 3 (2 x 1.25) and 4 land, 5 throttled...
+    expect(sizes.slice(0, 5)).toEqual([40, 20, 10, 5, 2]);
     expect(Math.max(...sizes.slice(4).filter((_, i) => i > 0))).toBeLessThanOrEqual(5);
     fits = 100;
     batches.length = 0;
     await Promise.all(range(1000).map((i) => group.append('t', 'r', 'step', { i }, new Date())));
     const grown = batches.map((batch) => batch.length);
-    expect(grown.slice(0, 3).every((n) => n < 10)).toBe(true);
+    // Still small at first, then a quarter larger for each batch that landed.
+    expect(grown[0]).toBeLessThan(10);
+    for (let i = 1; i < grown.length - 1; i++) expect(grown[i]).toBeLessThanOrEqual(Math.ceil((grown[i - 1] as number) * 1.25));
     expect(Math.max(...grown)).toBe(100);
   });
 
@@ -100,13 +120,13 @@ describe('throttled batches', () => {
     const group = createGroupCommit({ commit, alone: () => false, measure: () => 600, throttled: isThrottle });
     const burst = (runId: string, n: number) => Promise.all(range(n).map((i) => group.append('t', runId, 'step', { i }, new Date())));
     await burst('first', 41);
-    // 1 alone, 40 throttled, then halves: the run is remembered with a batch size under 40.
-    expect(batches.get('first')).toEqual([1, 40, 20, 20]);
+    // 41 throttled, then halves: the run is remembered with a batch size under 41.
+    expect(batches.get('first')).toEqual([41, 20, 21]);
     await Promise.all(range(10_000).map((i) => burst(`other-${i}`, 3)));
     batches.delete('first');
     await burst('first', 41);
-    // Forgotten: the 40 waiting behind the lone first append go as one batch again.
-    expect(batches.get('first')).toEqual([1, 40]);
+    // Forgotten: the 41 go as one batch again.
+    expect(batches.get('first')).toEqual([41]);
   });
 
   test('an append whose batches stay throttled fails with the throttle after its tries; nothing else is lost', async () => {

@@ -2,7 +2,8 @@
  * Group commit: concurrent appends to one run in this process are written together, as one
  * TransactWriteItems of puts at consecutive seqs (each still conditional on its seq being
  * free), instead of racing each other for the same next seq. While one batch is in flight,
- * the next one gathers. Writers in other processes still meet by conditional failure.
+ * the next one gathers (the first, for one turn of the event loop). Writers in other
+ * processes still meet by conditional failure.
  *
  * A batch its partitions throttle (nothing written) goes back to the head of the queue, the
  * run's batches shrink by half, and the queue waits (jittered, growing) before it tries again;
@@ -65,6 +66,10 @@ export function createGroupCommit(options: GroupCommitOptions) {
     const queue = queues.get(key);
     if (!queue || queue.draining) return;
     queue.draining = true;
+    // One turn of the event loop first, so appends whose requests were read with this one join
+    // its batch: an engine in this process may answer without a turn of its own, and every
+    // batch would then hold one append.
+    await new Promise(setImmediate);
     let throttledInARow = 0;
     while (queue.waiting.length > 0) {
       let bytes = 0;
