@@ -38,6 +38,12 @@ const unsigned: HttpAuthScheme = {
   signer: { sign: async (request) => request },
 };
 
+/** The endpoint of every request, whatever the SDK's endpoint parameters say (one object, as the SDK's own cache hands out). */
+const oneEndpoint = (endpoint: string) => {
+  const found = { url: new URL(endpoint) };
+  return () => found;
+};
+
 export function createClients(connection: DynamoConnection) {
   const common = {
     region: connection.region,
@@ -47,6 +53,9 @@ export function createClients(connection: DynamoConnection) {
     requestHandler: connection.inProcess ? inProcessHandler(connection.inProcess) : { connectionTimeout: 3_000, requestTimeout: 10_000 },
     // A request that never leaves the process needs no SigV4 signature (an HMAC chain per request).
     ...(connection.inProcess ? { httpAuthSchemes: [unsigned] } : {}),
+    // Nor DynamoDB's endpoint rules, which the SDK evaluates for each request (for a
+    // transaction, naming its tables in a list, without its cache): there is one address.
+    ...(connection.inProcess && connection.endpoint ? { endpointProvider: oneEndpoint(connection.endpoint) } : {}),
   };
   const dynamo = new DynamoDBClient({ ...common, endpoint: connection.endpoint });
   // The stores' items: the same SDK, its middleware resolved once per kind of command (documents.ts).
