@@ -13,6 +13,7 @@ import { listen } from './listener.ts';
 import { openStore } from './open-store.ts';
 import { type EngineOptions, withDefaults } from './options.ts';
 import { assemble } from './parts.ts';
+import type { TokenStats } from './transactions/tokens.ts';
 import { startUpkeep } from './upkeep.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
@@ -51,14 +52,8 @@ export interface Engine {
 export interface EngineStats {
   /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
   locks: { held: number; waiting: number; conflicts: number };
-  /** ClientRequestTokens: of transactions in flight now; deleted after their window so far. */
-  tokens: {
-    inFlight: number;
-    pruned: number;
-    /** Tokens read from the database so far: a new token is not, once the filters of recent ones are ready. */
-    lookups: number;
-    recent: { ready: boolean; minutes: number };
-  };
+  /** ClientRequestTokens: of transactions in flight now; deleted after their window so far; read from LevelDB. */
+  tokens: TokenStats;
   /** TTL: expiry index entries the sweeper examined and items it deleted, items indexed when TTL was enabled, so far. */
   ttl: { itemsTouched: number; itemsDeleted: number; itemsIndexed: number };
   /**

@@ -31,7 +31,7 @@ export async function assemble(settings: Settings, store: Store) {
   await ttl.load();
   const tables = createTables(store, log, ttl);
   await tables.recover();
-  const transactions = createTransactions(storage, now, settings.limits.pendingTokens);
+  const transactions = createTransactions(storage, now, { maxPendingTokens: settings.limits.pendingTokens, inMemory: !settings.dataDir });
   const streamsApi = createStreamsApi(log, now, { iteratorTtlMs: settings.iteratorTtlMs });
   const faults = new Faults();
   const metered = throughput && createMeteredReads(store, throughput);

@@ -87,33 +87,75 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
     expect(second.engine.stats().tokens.lookups - before).toBeLessThanOrEqual(5);
   });
 
-  test('pruning deletes only the tokens past their window, and keeps a token used again since', async () => {
-    const clock = manualClock();
-    const { engine, client } = await ownEngine({ now: clock.now });
-    leftovers.push(() => engine.close());
-    const { name } = await createTestTable(client, { stream: false });
-    for (const token of ['old-1', 'old-2', 'reused']) await increment(client, name, token);
-    clock.advance(11 * 60_000);
-    // Past its window, 'reused' is a new transaction: applied, and remembered from now.
-    await increment(client, name, 'reused');
-    clock.advance(5 * 60_000);
-    await increment(client, name, 'new');
-    expect(await engine.control.pruneTokens()).toBe(3);
-    expect(await counter(client, name)).toBe('5');
-    await increment(client, name, 'reused');
-    await increment(client, name, 'new');
-    expect(await counter(client, name)).toBe('5');
-  });
+  /** An engine on its own clock, its data on disk (tokens in LevelDB) or in memory (tokens in a map). */
+  const engineOn = async (store: 'disk' | 'memory', clock: ReturnType<typeof manualClock>) => {
+    let dataDir: string | undefined;
+    if (store === 'disk') {
+      const dir = mkdtempSync(join(tmpdir(), 'runplane-tokens-'));
+      leftovers.push(() => rmSync(dir, { recursive: true, force: true }));
+      dataDir = dir;
+    }
+    const own = await ownEngine({ dataDir, now: clock.now });
+    leftovers.push(() => own.engine.close());
+    return own;
+  };
 
-  test('pruning goes through more tokens than one batch holds (500)', async () => {
-    const clock = manualClock();
-    const { engine, client } = await ownEngine({ now: clock.now });
-    leftovers.push(() => engine.close());
-    const { name } = await createTestTable(client, { stream: false });
-    for (let i = 0; i < 520; i += 20) await Promise.all(Array.from({ length: 20 }, (_, j) => increment(client, name, `bulk-${i + j}`)));
-    clock.advance(11 * 60_000);
-    expect(await engine.control.pruneTokens()).toBe(520);
-    expect(await engine.control.pruneTokens()).toBe(0);
+  describe.each(['disk', 'memory'] as const)('kept %s', (store) => {
+    test('pruning deletes only the tokens past their window, and keeps a token used again since', async () => {
+      const clock = manualClock();
+      const { engine, client } = await engineOn(store, clock);
+      const { name } = await createTestTable(client, { stream: false });
+      for (const token of ['old-1', 'old-2', 'reused']) await increment(client, name, token);
+      clock.advance(11 * 60_000);
+      // Past its window, 'reused' is a new transaction: applied, and remembered from now.
+      await increment(client, name, 'reused');
+      clock.advance(5 * 60_000);
+      await increment(client, name, 'new');
+      await engine.control.pruneTokens();
+      // old-1, old-2 and the first use of 'reused' (in memory, dropped when it was used again).
+      expect(engine.stats().tokens.pruned).toBe(3);
+      expect(await counter(client, name)).toBe('5');
+      await increment(client, name, 'reused');
+      await increment(client, name, 'new');
+      expect(await counter(client, name)).toBe('5');
+      // Forgotten: a new transaction.
+      await increment(client, name, 'old-1');
+      expect(await counter(client, name)).toBe('6');
+    });
+
+    test('pruning goes through more tokens than one batch holds (500)', async () => {
+      const clock = manualClock();
+      const { engine, client } = await engineOn(store, clock);
+      const { name } = await createTestTable(client, { stream: false });
+      for (let i = 0; i < 520; i += 20) await Promise.all(Array.from({ length: 20 }, (_, j) => increment(client, name, `bulk-${i + j}`)));
+      clock.advance(11 * 60_000);
+      expect(await engine.control.pruneTokens()).toBe(520);
+      expect(await engine.control.pruneTokens()).toBe(0);
+    });
+
+    test('a replay is answered and a mismatch refused, before and after a later transaction; a cancelled one leaves no token', async () => {
+      const clock = manualClock();
+      const { engine, client } = await engineOn(store, clock);
+      const { name } = await createTestTable(client, { stream: false });
+      await client.send(new PutItemCommand({ TableName: name, Item: { ...key, n: { N: '0' } } }));
+      await increment(client, name, 'a');
+      await increment(client, name, 'b');
+      await increment(client, name, 'a');
+      expect((await failure(increment(client, name, 'a', '2'))).name).toBe('IdempotentParameterMismatchException');
+      expect(await counter(client, name)).toBe('2');
+      const refused = (token: string) =>
+        client.send(
+          new TransactWriteItemsCommand({
+            ClientRequestToken: token,
+            TransactItems: [{ ConditionCheck: { TableName: name, Key: key, ConditionExpression: 'attribute_not_exists(pk)' } }],
+          }),
+        );
+      expect((await failure(refused('c'))).name).toBe('TransactionCanceledException');
+      // Not applied, so not remembered: the same token with another request is a new transaction.
+      await increment(client, name, 'c');
+      expect(await counter(client, name)).toBe('3');
+      if (store === 'memory') expect(engine.stats().tokens).toMatchObject({ kept: 3, lookups: 0, inFlight: 0 });
+    });
   });
 
   test('one transaction with a token more than the bound in flight is answered ThrottlingException', async () => {

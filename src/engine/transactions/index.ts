@@ -21,6 +21,7 @@ import { LockConflict, lockId } from '../item-locks.ts';
 import type { RequestContext } from '../request-context.ts';
 import { conditionHolds, type Storage, WriteSet } from '../write-set.ts';
 import { MAX_TRANSACTION_BYTES, prepareReads, prepareWrites, tooLarge, type WriteAction } from './actions.ts';
+import { createMemoryTokens } from './memory-tokens.ts';
 import { getSpec, operationOf, writeSpec } from './specs.ts';
 import { createTokens } from './tokens.ts';
 
@@ -34,9 +35,18 @@ const conflictReason = { Code: 'TransactionConflict', Message: 'Transaction is o
 
 const isValidationError = (err: unknown) => err instanceof EngineError && err.code === 'ValidationException';
 
-export function createTransactions(storage: Storage, now: () => number, maxPendingTokens?: number) {
+export interface TransactionOptions {
+  /** Transactions with a ClientRequestToken in flight at once (default MAX_PENDING_TOKENS). */
+  maxPendingTokens?: number;
+  /** Whether the store's data is in memory only: its tokens are then kept in a map, not in LevelDB. */
+  inMemory?: boolean;
+}
+
+export function createTransactions(storage: Storage, now: () => number, options: TransactionOptions = {}) {
   const { store, throughput } = storage;
-  const tokens = createTokens(store.db, now, maxPendingTokens);
+  const tokens = options.inMemory
+    ? createMemoryTokens(now, options.maxPendingTokens)
+    : createTokens(store.db, now, options.maxPendingTokens);
 
   /**
    * Takes a transaction's units (every item counted twice, DynamoDB's prepare and commit).
@@ -144,8 +154,10 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
     if (!token) return execute(data, await prepare(data), context);
-    const { ClientRequestToken: _, ...request } = body;
-    const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
+    // The request as sent: a resend is sent as it was (the token in it is the same, by definition).
+    const hash = createHash('sha256')
+      .update(context.text ?? JSON.stringify(body))
+      .digest('hex');
     // The token is looked up while the actions are prepared (neither writes anything). A request
     // whose token is in flight is refused, and an answered one answered, without touching its
     // items: only a transaction that is to run takes their locks.
@@ -170,7 +182,9 @@ export function createTransactions(storage: Storage, now: () => number, maxPendi
       return claim.result;
     }
     try {
-      return await execute(data, await prepared, context, claim.ops);
+      const result = await execute(data, await prepared, context, claim.ops);
+      claim.landed();
+      return result;
     } finally {
       claim.release();
     }

@@ -28,10 +28,38 @@ interface StoredToken {
   result: Record<string, unknown>;
 }
 
-/** What a request with a token is to do: answer the earlier result, or run and commit `ops` with its writes. */
-export type Claim = { result: Record<string, unknown> } | { ops: LevelOp[]; release(): void };
+/**
+ * What a request with a token is to do: answer the earlier result, or run and commit `ops` with
+ * its writes, calling `landed` once they are committed and `release` however it ended.
+ */
+export type Claim = { result: Record<string, unknown> } | { ops: LevelOp[]; landed(): void; release(): void };
 
-export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS) {
+export interface TokenStats {
+  /** Of transactions in flight now. */
+  inFlight: number;
+  /** Deleted after their window so far. */
+  pruned: number;
+  /** Read from LevelDB so far: a new token is not, once the filters of recent ones are ready. */
+  lookups: number;
+  /** Kept now, where that is known without a read (in memory). */
+  kept?: number;
+  recent: { ready: boolean; minutes: number };
+}
+
+/** Where the tokens of an engine's transactions are kept. */
+export interface Tokens {
+  /**
+   * @throws IdempotentParameterMismatchException for the same token with another request
+   * @throws TransactionInProgressException while the same request is still running
+   */
+  claim(token: string, hash: string): Promise<Claim>;
+  /** Deletes the tokens whose window has passed; resolves to how many. */
+  prune(): Promise<number>;
+  close(): Promise<void>;
+  stats(): TokenStats;
+}
+
+export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS): Tokens {
   /** Tokens of transactions in flight, with the hash of their request. */
   const pending = new Map<string, string>();
   /** Tokens a prune is deleting, with the moment its batch lands: a claim of one waits for it. */
@@ -109,6 +137,8 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
         { type: 'put', key: tokenKey(token), value },
         { type: 'put', key: expiryKey(at, token), value: { token, at } },
       ],
+      // Written with the transaction's batch.
+      landed() {},
       release,
     };
   }

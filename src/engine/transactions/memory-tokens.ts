@@ -1,0 +1,74 @@
+/**
+ * ClientRequestTokens of an engine whose data is in memory: kept in a map, in the order they
+ * were used, rather than as LevelDB entries. Nothing of an in-memory store outlives the process,
+ * so its tokens need not be written with the data; as entries they cost every transaction two
+ * more to write (and later two to delete), about a third of what a token-bearing transaction
+ * adds to a PutItem (tokens.ts keeps them on disk, where a restart must find them).
+ *
+ * A token is noted once its transaction has committed, before it leaves the tokens in flight,
+ * so no request with it ever finds neither. The map holds the tokens of the last 10 minutes (a
+ * prune every minute drops the others, oldest first) and takes less memory than the entries did.
+ */
+import { EngineError, errors } from '../errors.ts';
+import { type Claim, MAX_PENDING_TOKENS, TOKEN_TTL_MS, type Tokens } from './tokens.ts';
+
+export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_TOKENS): Tokens {
+  /** Tokens of transactions in flight, with the hash of their request. */
+  const pending = new Map<string, string>();
+  /** Tokens of committed transactions, oldest first (one used again after its window moves to the end). */
+  const used = new Map<string, { hash: string; at: number }>();
+  let pruned = 0;
+
+  async function claim(token: string, hash: string): Promise<Claim> {
+    const running = pending.get(token);
+    if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
+    const stored = used.get(token);
+    // A token past its window is forgotten, as if it had been pruned already.
+    if (stored && now() - stored.at < TOKEN_TTL_MS) {
+      if (stored.hash !== hash) throw errors.idempotentParameterMismatch();
+      return { result: {} };
+    }
+    if (pending.size >= maxPending) {
+      throw new EngineError(
+        400,
+        'com.amazon.coral.availability#ThrottlingException',
+        `Too many transactions with a ClientRequestToken in flight (${maxPending}); retry`,
+      );
+    }
+    pending.set(token, hash);
+    let released = false;
+    return {
+      ops: [],
+      landed() {
+        if (used.delete(token)) pruned++;
+        used.set(token, { hash, at: now() });
+      },
+      release() {
+        if (released) return;
+        released = true;
+        pending.delete(token);
+      },
+    };
+  }
+
+  /** Drops the tokens past their window, oldest first. Returns how many. */
+  async function prune() {
+    const cutoff = now() - TOKEN_TTL_MS;
+    let count = 0;
+    for (const [token, { at }] of used) {
+      if (at > cutoff) break;
+      used.delete(token);
+      count++;
+    }
+    pruned += count;
+    return count;
+  }
+
+  return {
+    claim,
+    prune,
+    close: async () => undefined,
+    // Nothing is read from LevelDB: every lookup is in the map.
+    stats: () => ({ inFlight: pending.size, pruned, lookups: 0, kept: used.size, recent: { ready: true, minutes: 0 } }),
+  };
+}
