@@ -1,11 +1,14 @@
 /**
  * Run claims: what a fence costs an append (fenced against unfenced, alternating, on one
- * server); how long a cancellation takes to reach the worker holding the run (cancelRun sent
+ * server, its engine in memory, then on disk); how long a cancellation takes to reach the worker holding the run (cancelRun sent
  * to withRun's signal aborted, on the worker's replica and across two replicas through Redis);
  * and how long after a worker's claim ran out the stall watcher finds its run (against the
  * stated bound: one watcher interval).
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { startRedisProcess } from '../chaos/redis.ts';
 import { createRunplane } from '../src/client/index.ts';
@@ -173,6 +176,8 @@ async function stallDelay(url: string, samples: number, ttlSeconds: number) {
 
 export interface ClaimsResult {
   fencedAppend: Awaited<ReturnType<typeof fencedAppends>>;
+  /** The same with the engine's data on disk (`npm start`'s default: transaction tokens kept in LevelDB). */
+  fencedAppendOnDisk: Awaited<ReturnType<typeof fencedAppends>>;
   fencedAppendConcurrent: Awaited<ReturnType<typeof concurrentFencedAppends>>;
   cancelSameReplica: ReturnType<typeof stats>;
   cancelAcrossReplicas: ReturnType<typeof stats>;
@@ -196,6 +201,16 @@ export async function claimsSection(step: (what: string) => void) {
     stall = await stallDelay(server.url, 30, ttlSeconds);
   } finally {
     await server.stop();
+  }
+  step('claims: a fenced append against an unfenced one, the engine on disk');
+  const dataDir = mkdtempSync(join(tmpdir(), 'runplane-bench-claims-'));
+  const onDisk = await startServerProcess({ RUNPLANE_IN_MEMORY: 'false', RUNPLANE_DATA_DIR: dataDir });
+  let fencedAppendOnDisk: ClaimsResult['fencedAppendOnDisk'];
+  try {
+    fencedAppendOnDisk = await fencedAppends(onDisk.url, 600);
+  } finally {
+    await onDisk.stop();
+    rmSync(dataDir, { recursive: true, force: true });
   }
   step('claims: cancel across two replicas through Redis');
   const enginePort = await freePort();
@@ -237,6 +252,7 @@ export async function claimsSection(step: (what: string) => void) {
   }
   const result: ClaimsResult = {
     fencedAppend,
+    fencedAppendOnDisk,
     fencedAppendConcurrent,
     cancelSameReplica,
     cancelAcrossReplicas,
@@ -249,6 +265,12 @@ export async function claimsSection(step: (what: string) => void) {
       `${ms(fencedAppend.fenced.p50)} / ${ms(fencedAppend.fenced.p99)}`,
       `unfenced, same run shape: ${ms(fencedAppend.plain.p50)} / ${ms(fencedAppend.plain.p99)}`,
       `${fencedAppend.ratio.toFixed(2)}x (p50; target <= 1.10x)`,
+    ],
+    [
+      'appendEvent fenced, the engine on disk (p50 / p99)',
+      `${ms(fencedAppendOnDisk.fenced.p50)} / ${ms(fencedAppendOnDisk.fenced.p99)}`,
+      `unfenced, same run shape: ${ms(fencedAppendOnDisk.plain.p50)} / ${ms(fencedAppendOnDisk.plain.p99)}`,
+      `${fencedAppendOnDisk.ratio.toFixed(2)}x (p50)`,
     ],
     [
       `appendEvent fenced, ${fencedAppendConcurrent.writers} writers at once on the run (group commit; p50, appends/s)`,
