@@ -57,7 +57,7 @@ export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, de
       if (refused) throw refused;
       if (body === undefined) throw errors.unreadableBody();
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw errors.serialization('');
-      const result = await dispatch(service, operation, body as Record<string, unknown>, { region, text });
+      const result = await dispatch(service, operation, body as Record<string, unknown>, { region });
       return { status: 200, body: JSON.stringify(result ?? {}) };
     } catch (err) {
       const known = err instanceof EngineError ? err : undefined;

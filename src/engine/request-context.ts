@@ -2,8 +2,6 @@
 export interface RequestContext {
   /** The region the client signed the request for (or the engine's own, in process). */
   region: string;
-  /** The request's JSON as it was sent (a transaction's ClientRequestToken is bound to it). */
-  text?: string;
   /** Fault injection: a wait to make once the request holds its item locks (a stalled batch). */
   stall?: () => Promise<void>;
 }

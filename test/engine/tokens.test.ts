@@ -156,6 +156,38 @@ describe.skipIf(onlyEmbedded)('ClientRequestTokens', () => {
       expect(await counter(client, name)).toBe('3');
       if (store === 'memory') expect(engine.stats().tokens).toMatchObject({ kept: 3, lookups: 0, inFlight: 0 });
     });
+
+    test('the same request sent again written otherwise (spacing) is answered, not refused as another', async () => {
+      const clock = manualClock();
+      const { engine, client } = await engineOn(store, clock);
+      const { name } = await createTestTable(client, { stream: false });
+      const request = {
+        ClientRequestToken: 'spaced',
+        TransactItems: [
+          { Update: { TableName: name, Key: key, UpdateExpression: 'ADD n :by', ExpressionAttributeValues: { ':by': { N: '1' } } } },
+        ],
+      };
+      const target = 'DynamoDB_20120810.TransactWriteItems';
+      expect((await engine.answer(target, JSON.stringify(request))).status).toBe(200);
+      expect((await engine.answer(target, JSON.stringify(request, null, 2))).status).toBe(200);
+      expect(await counter(client, name)).toBe('1');
+    });
+
+    test('tokens noted after the clock was set back are still pruned once past their window', async () => {
+      const clock = manualClock();
+      const { engine, client } = await engineOn(store, clock);
+      const { name } = await createTestTable(client, { stream: false });
+      await increment(client, name, 'before');
+      clock.advance(-60 * 60_000);
+      for (let i = 0; i < 20; i++) await increment(client, name, `after-${i}`);
+      // Past the window of those noted after the set-back, not yet of the one before it.
+      clock.advance(11 * 60_000);
+      expect(await engine.control.pruneTokens()).toBe(20);
+      if (store === 'memory') expect(engine.stats().tokens.kept).toBe(1);
+      clock.advance(60 * 60_000);
+      expect(await engine.control.pruneTokens()).toBe(1);
+      if (store === 'memory') expect(engine.stats().tokens.kept).toBe(0);
+    });
   });
 
   test('one transaction with a token more than the bound in flight is answered ThrottlingException', async () => {

@@ -154,10 +154,8 @@ export function createTransactions(storage: Storage, now: () => number, options:
     const data = validateWith(writeSpec, body, store);
     const token = data.ClientRequestToken as string | undefined;
     if (!token) return execute(data, await prepare(data), context);
-    // The request as sent: a resend is sent as it was (the token in it is the same, by definition).
-    const hash = createHash('sha256')
-      .update(context.text ?? JSON.stringify(body))
-      .digest('hex');
+    const { ClientRequestToken: _, ...request } = body;
+    const hash = createHash('sha256').update(JSON.stringify(request)).digest('hex');
     // The token is looked up while the actions are prepared (neither writes anything). A request
     // whose token is in flight is refused, and an answered one answered, without touching its
     // items: only a transaction that is to run takes their locks.

@@ -18,6 +18,9 @@ export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_T
   /** Tokens of committed transactions, oldest first (one used again after its window moves to the end). */
   const used = new Map<string, { hash: string; at: number }>();
   let pruned = 0;
+  /** The latest `at` noted, and whether a token was noted before it (the clock set back): the map is then out of time order. */
+  let latest = Number.NEGATIVE_INFINITY;
+  let disordered = false;
 
   async function claim(token: string, hash: string): Promise<Claim> {
     const running = pending.get(token);
@@ -41,7 +44,10 @@ export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_T
       ops: [],
       landed() {
         if (used.delete(token)) pruned++;
-        used.set(token, { hash, at: now() });
+        const at = now();
+        if (at < latest) disordered = true;
+        latest = Math.max(latest, at);
+        used.set(token, { hash, at });
       },
       release() {
         if (released) return;
@@ -51,15 +57,27 @@ export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_T
     };
   }
 
-  /** Drops the tokens past their window, oldest first. Returns how many. */
+  /**
+   * Drops the tokens past their window, oldest first, up to the first one within it; after the
+   * clock was set back, all of them are looked at, until those left are in time order again.
+   * Returns how many.
+   */
   async function prune() {
     const cutoff = now() - TOKEN_TTL_MS;
     let count = 0;
+    let last = Number.NEGATIVE_INFINITY;
+    let ordered = true;
     for (const [token, { at }] of used) {
-      if (at > cutoff) break;
-      used.delete(token);
-      count++;
+      if (at <= cutoff) {
+        used.delete(token);
+        count++;
+        continue;
+      }
+      if (!disordered) break;
+      if (at < last) ordered = false;
+      last = at;
     }
+    if (ordered) disordered = false;
     pruned += count;
     return count;
   }
