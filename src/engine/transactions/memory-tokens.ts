@@ -9,12 +9,11 @@
  * so no request with it ever finds neither. The map holds the tokens of the last 10 minutes (a
  * prune every minute drops the others, oldest first) and takes less memory than the entries did.
  */
-import { EngineError, errors } from '../errors.ts';
-import { type Claim, MAX_PENDING_TOKENS, TOKEN_TTL_MS, type Tokens } from './tokens.ts';
+import { errors } from '../errors.ts';
+import { type Claim, createInFlight, MAX_PENDING_TOKENS, TOKEN_TTL_MS, type Tokens } from './tokens.ts';
 
 export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_TOKENS): Tokens {
-  /** Tokens of transactions in flight, with the hash of their request. */
-  const pending = new Map<string, string>();
+  const pending = createInFlight(maxPending);
   /** Tokens of committed transactions, oldest first (one used again after its window moves to the end). */
   const used = new Map<string, { hash: string; at: number }>();
   let pruned = 0;
@@ -23,23 +22,14 @@ export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_T
   let disordered = false;
 
   async function claim(token: string, hash: string): Promise<Claim> {
-    const running = pending.get(token);
-    if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
+    pending.refuseRunning(token, hash);
     const stored = used.get(token);
     // A token past its window is forgotten, as if it had been pruned already.
     if (stored && now() - stored.at < TOKEN_TTL_MS) {
       if (stored.hash !== hash) throw errors.idempotentParameterMismatch();
       return { result: {} };
     }
-    if (pending.size >= maxPending) {
-      throw new EngineError(
-        400,
-        'com.amazon.coral.availability#ThrottlingException',
-        `Too many transactions with a ClientRequestToken in flight (${maxPending}); retry`,
-      );
-    }
-    pending.set(token, hash);
-    let released = false;
+    const release = pending.take(token, hash);
     return {
       ops: [],
       landed() {
@@ -49,11 +39,7 @@ export function createMemoryTokens(now: () => number, maxPending = MAX_PENDING_T
         latest = Math.max(latest, at);
         used.set(token, { hash, at });
       },
-      release() {
-        if (released) return;
-        released = true;
-        pending.delete(token);
-      },
+      release,
     };
   }
 

@@ -59,9 +59,47 @@ export interface Tokens {
   stats(): TokenStats;
 }
 
-export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS): Tokens {
-  /** Tokens of transactions in flight, with the hash of their request. */
+/** Tokens of transactions in flight, with the hash of their request: at most `maxPending`. */
+export function createInFlight(maxPending: number) {
   const pending = new Map<string, string>();
+  return {
+    /**
+     * Refuses a token in flight: as in progress for the same request, as a mismatch for another.
+     * @throws TransactionInProgressException or IdempotentParameterMismatchException
+     */
+    refuseRunning(token: string, hash: string) {
+      const running = pending.get(token);
+      if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
+    },
+    /**
+     * Notes the token in flight; returns its release (once only: after it, the token may be another request's).
+     * @throws ThrottlingException past the bound (the SDK retries it)
+     */
+    take(token: string, hash: string) {
+      if (pending.size >= maxPending) {
+        throw new EngineError(
+          400,
+          'com.amazon.coral.availability#ThrottlingException',
+          `Too many transactions with a ClientRequestToken in flight (${maxPending}); retry`,
+        );
+      }
+      pending.set(token, hash);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        pending.delete(token);
+      };
+    },
+    has: (token: string) => pending.has(token),
+    get size() {
+      return pending.size;
+    },
+  };
+}
+
+export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PENDING_TOKENS): Tokens {
+  const pending = createInFlight(maxPending);
   /** Tokens a prune is deleting, with the moment its batch lands: a claim of one waits for it. */
   const pruning = new Map<string, Promise<void>>();
   let pruned = 0;
@@ -95,23 +133,8 @@ export function createTokens(db: MainDb, now: () => number, maxPending = MAX_PEN
   async function claim(token: string, hash: string): Promise<Claim> {
     // A token being pruned is used again only once the prune's deletes have landed.
     for (let busy = pruning.get(token); busy; busy = pruning.get(token)) await busy;
-    const running = pending.get(token);
-    if (running !== undefined) throw running === hash ? errors.transactionInProgress() : errors.idempotentParameterMismatch();
-    if (pending.size >= maxPending) {
-      throw new EngineError(
-        400,
-        'com.amazon.coral.availability#ThrottlingException',
-        `Too many transactions with a ClientRequestToken in flight (${maxPending}); retry`,
-      );
-    }
-    pending.set(token, hash);
-    let released = false;
-    // Once only: after it, the token may be another request's.
-    const release = () => {
-      if (released) return;
-      released = true;
-      pending.delete(token);
-    };
+    pending.refuseRunning(token, hash);
+    const release = pending.take(token, hash);
     let stored: StoredToken | undefined;
     if (recent.mayHave(token)) {
       lookups++;
