@@ -119,8 +119,16 @@ export function createTransactions(storage: Storage, now: () => number, options:
   /** The actions of the request, or the refusal DynamoDB would give it. */
   const prepare = (data: Record<string, unknown>) => prepareWrites(store, data.TransactItems as Record<string, Record<string, unknown>>[]);
 
-  /** Runs the transaction's actions; `alongside` (its token) is committed in the same batch as its writes. */
-  async function execute(data: Record<string, unknown>, actions: WriteAction[], context: RequestContext, alongside: LevelOp[] = []) {
+  /**
+   * Runs the transaction's actions. Its token's `ops` are committed in the same batch as its
+   * writes, and `landed` is told as soon as that batch is.
+   */
+  async function execute(
+    data: Record<string, unknown>,
+    actions: WriteAction[],
+    context: RequestContext,
+    token: { ops: LevelOp[]; landed(): void } = { ops: [], landed() {} },
+  ) {
     const unlock = await lockAll(actions, context);
     try {
       const writeSet = new WriteSet(storage, 'transaction');
@@ -136,7 +144,8 @@ export function createTransactions(storage: Storage, now: () => number, options:
       // Updates are measured once applied: the items they leave count toward the limit (Puts were, as sent).
       const bytes = actions.some((action) => action.kind === 'Update') ? writeSet.stagedItemBytes() : 0;
       if (bytes > MAX_TRANSACTION_BYTES) throw tooLarge(bytes);
-      await writeSet.commit(alongside);
+      await writeSet.commit(token.ops);
+      token.landed();
       return answer(lines, asked);
     } finally {
       unlock();
@@ -180,9 +189,7 @@ export function createTransactions(storage: Storage, now: () => number, options:
       return claim.result;
     }
     try {
-      const result = await execute(data, await prepared, context, claim.ops);
-      claim.landed();
-      return result;
+      return await execute(data, await prepared, context, claim);
     } finally {
       claim.release();
     }
