@@ -1,9 +1,9 @@
 /**
  * Run claims: what a fence costs an append (fenced against unfenced, alternating, on one
- * server, its engine in memory, then on disk); how long a cancellation takes to reach the worker holding the run (cancelRun sent
- * to withRun's signal aborted, on the worker's replica and across two replicas through Redis);
- * and how long after a worker's claim ran out the stall watcher finds its run (against the
- * stated bound: one watcher interval).
+ * server, its engine in memory, then on disk); how long a cancellation takes to reach the
+ * worker holding the run (cancelRun sent to withRun's signal aborted, on the worker's replica
+ * and across two replicas through Redis); and how long after a worker's claim ran out the
+ * stall watcher finds its run (against the stated bound: one watcher interval).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
