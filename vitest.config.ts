@@ -45,6 +45,8 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     // The SDK warns once per process that its future releases need Node 22; that is known.
-    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    // Engines check signatures against AWS credentials in their environment, and the tests sign
+    // with fake ones: the processes tests start get none of this shell's (empty is unset).
+    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '' },
   },
 });

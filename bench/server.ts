@@ -31,6 +31,11 @@ export interface ServerProcess extends BenchProcess {
   metric(name: string): Promise<number>;
 }
 
+function withoutAwsCredentials(env: NodeJS.ProcessEnv) {
+  const { AWS_ACCESS_KEY_ID: _id, AWS_SECRET_ACCESS_KEY: _secret, AWS_SESSION_TOKEN: _token, ...rest } = env;
+  return rest;
+}
+
 /** Starts `<script>` in node (through tsx, or the test run's bundle of it: nodeArgs) and waits until its output matches every pattern. */
 export async function startProcess(
   script: string,
@@ -43,7 +48,9 @@ export async function startProcess(
     process.execPath,
     [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeFlags, ...nodeArgs(script), ...args],
     {
-      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
+      // Without the caller's AWS credentials: an engine would require signatures made with them,
+      // and the load generators sign with fake ones (a process given them in `env` gets them).
+      env: { ...withoutAwsCredentials(process.env), AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
       stdio: ['ignore', 'pipe', quiet ? 'pipe' : 'inherit', ...(ipc ? (['ipc'] as const) : [])],
     },
   );
@@ -129,7 +136,8 @@ export async function startServerProcess(env: Record<string, string> = {}): Prom
   const keptAlive = { RUNPLANE_KEEP_ALIVE_SECONDS: '60' };
   const child = await startProcess(
     'src/main.ts',
-    { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', ...uncapped, ...keptAlive, ...env },
+    // The engine's port: benchmarks read and write the table beside the server.
+    { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', RUNPLANE_ENGINE_PORT: '0', ...uncapped, ...keptAlive, ...env },
     [up, engine],
   );
   const url = up.exec(child.output())?.[1] as string;

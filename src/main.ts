@@ -11,7 +11,7 @@ async function main() {
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const server = await startServer(config, { log: consoleLogger });
   const where = server.engine
-    ? `embedded engine on ${server.engine.endpoint} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`
+    ? `embedded engine ${server.engine.endpoint ? `on ${server.engine.endpoint}` : 'in this process, no port (RUNPLANE_ENGINE_PORT gives it one)'} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`
     : `${config.dynamodb.endpoint ?? 'AWS'} (region ${config.dynamodb.region})`;
   let stopping = false;
   const stop = async (signal: string) => {

@@ -1,7 +1,7 @@
-/** The flags of `npm run engine`. */
+/** The flags of `npm run engine`, and what it reads from its environment. */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { EngineOptions } from './index.ts';
+import type { Credentials, EngineOptions } from './index.ts';
 
 export const help = `Usage: npm run engine -- [flags]
 
@@ -32,8 +32,11 @@ Flags:
   --table-delay DUR      how long a new table stays CREATING (a changed one UPDATING,
                          a deleted one DELETING); item requests on it meanwhile are
                          answered ResourceNotFoundException (default 0s: ACTIVE at once)
-  --cors                 answer browsers' CORS requests for any origin, as DynamoDB
-                         does (off by default: the engine accepts any credentials)
+  --allowed-hosts A,B    names a request's Host may give besides loopback names
+                         (localhost, *.localhost, 127.x.x.x, [::1]) and the engine's
+                         own address; any other Host is refused (DNS rebinding)
+  --cors                 serve browsers (requests with an Origin), answering CORS for
+                         any origin as DynamoDB does (off by default: refused)
   --partition-limits     throttle as DynamoDB does past its per-partition limits: each
                          partition key value of a table or global index takes at most
                          --partition-wcu write units (default 1000) and --partition-rcu
@@ -43,6 +46,10 @@ Flags:
   -h, --help             show this help
 
 Durations take a unit: 500ms, 30s, 15m, 24h.
+
+With AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its environment, the engine checks
+every request's SigV4 signature against them, as DynamoDB does; without them it accepts
+any credentials, so any local process may use the port.
 `;
 
 const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -80,6 +87,31 @@ function partitionLimits(values: { 'partition-limits'?: boolean; 'partition-wcu'
   return { ...(writeUnits === undefined ? {} : { writeUnits }), ...(readUnits === undefined ? {} : { readUnits }) };
 }
 
+function hostNames(value: string | undefined) {
+  if (value === undefined) return undefined;
+  const names = value
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  if (names.length === 0 || names.some((name) => !/^[A-Za-z0-9.-]{1,253}$/.test(name))) {
+    throw new Error(`--allowed-hosts must be host names such as engine or db.internal, comma-separated, without ports (got "${value}")`);
+  }
+  return names.map((name) => name.toLowerCase());
+}
+
+/** The credentials to check signatures against: both variables, or neither (an empty one is unset). */
+export function credentialsFrom(env: Record<string, string | undefined>): Credentials | undefined {
+  const accessKeyId = env.AWS_ACCESS_KEY_ID || undefined;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY || undefined;
+  if (accessKeyId && secretAccessKey) return { accessKeyId, secretAccessKey };
+  if (accessKeyId || secretAccessKey) {
+    throw new Error(
+      `${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} is set without ${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'}: set both to require signatures made with them, or neither`,
+    );
+  }
+  return undefined;
+}
+
 export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
   const { values } = parseArgs({
     args: argv,
@@ -100,6 +132,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
       'lock-wait': { type: 'string' },
       'table-delay': { type: 'string' },
       cors: { type: 'boolean' },
+      'allowed-hosts': { type: 'string' },
       'partition-limits': { type: 'boolean' },
       'partition-wcu': { type: 'string' },
       'partition-rcu': { type: 'string' },
@@ -125,6 +158,7 @@ export function parseEngineArgs(argv: string[]): EngineOptions | 'help' {
     lockWaitMs: values['lock-wait'] === 'forever' ? Number.POSITIVE_INFINITY : duration('lock-wait', values['lock-wait']),
     createTableMs: duration('table-delay', values['table-delay']),
     cors: values.cors,
+    allowedHosts: hostNames(values['allowed-hosts']),
     partitionLimits: partitionLimits(values),
   };
 }

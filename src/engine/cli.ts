@@ -1,5 +1,5 @@
 /** `npm run engine -- [flags]`: the embedded engine on its own, for other tools and processes. */
-import { help, parseEngineArgs } from './args.ts';
+import { credentialsFrom, help, parseEngineArgs } from './args.ts';
 import { type EngineOptions, startEngine } from './index.ts';
 import { serveRemoteControl } from './remote-control.ts';
 
@@ -9,6 +9,7 @@ async function main() {
   let options: EngineOptions | 'help';
   try {
     options = parseEngineArgs(process.argv.slice(2));
+    if (options !== 'help') options.credentials = credentialsFrom(process.env);
   } catch (err) {
     console.error(`engine: ${(err as Error).message}\n\n${help}`);
     process.exit(2);
@@ -31,6 +32,11 @@ async function main() {
   console.log(
     `engine: DynamoDB and DynamoDB Streams on ${engine.endpoint} (${options.dataDir ? `data in ${options.dataDir}` : 'in memory'})`,
   );
+  if (!options.credentials) {
+    console.error(
+      `engine: no AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its environment: any local process may use ${engine.endpoint} (set both to require requests signed with them)`,
+    );
+  }
 }
 
 main().catch((err) => {

@@ -1,8 +1,9 @@
 /**
  * DynamoDB's JSON 1.0 wire protocol: `POST /` with `X-Amz-Target: <Service>.<Operation>`,
  * refused in DynamoDB's order: the request's size, method and content type, a body that is
- * not JSON, an unknown target, a missing or incomplete signature (over HTTP only: in-process
- * callers are trusted), then an empty body.
+ * not JSON, an unknown target, a missing, incomplete or (with credentials) wrong signature
+ * (over HTTP only: in-process callers are trusted), then an empty body. Before all that, over
+ * HTTP, a Host that is not the engine's and a browser without CORS on (callers.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -12,6 +13,7 @@ import { unsupported } from './operations.ts';
 import { signingRegion } from './region.ts';
 import type { RequestContext } from './request-context.ts';
 import { signatureProblem } from './signature.ts';
+import type { SignedRequest } from './sigv4.ts';
 
 const MAX_REQUEST_BYTES = 16 * 1024 * 1024;
 /** How long a browser may keep a preflight's answer (DynamoDB's figure). */
@@ -32,11 +34,18 @@ export interface ProtocolOptions {
   defaultRegion: string;
   /** Whether the engine serves `service.operation`; any other target is refused before the signature is looked at. */
   serves: (service: string, operation: string) => boolean;
-  /** Answer browsers' CORS requests as DynamoDB does (any origin). */
+  /** Answer browsers' CORS requests as DynamoDB does (any origin); without it, browsers are refused by `refuseCaller`. */
   cors: boolean;
+  /** Why an HTTP request is refused before anything else is looked at (its Host, its Origin), if it is. */
+  refuseCaller: (req: IncomingMessage) => EngineError | undefined;
+  /** Why a whole signature's value is refused, if it is (absent: any credentials are accepted). */
+  checkSignature?: (request: SignedRequest) => EngineError | undefined;
 }
 
-export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, defaultRegion, serves, cors }: ProtocolOptions) {
+export function createProtocol(
+  dispatch: Dispatch,
+  { onUnexpected, isClosing, defaultRegion, serves, cors, refuseCaller, checkSignature }: ProtocolOptions,
+) {
   /**
    * Answers one request: its target and JSON text in, a status and JSON text out; `signature`
    * says what is wrong with an HTTP request's signature, if anything. Never throws.
@@ -88,6 +97,8 @@ export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, de
     req.on('end', () => {
       if (size > MAX_REQUEST_BYTES) return;
       res.setHeader('x-amzn-RequestId', requestId());
+      const refused = refuseCaller(req);
+      if (refused) return send(res, refused.statusCode, JSON.stringify(refused.toBody()), 'application/x-amz-json-1.0');
       if (cors && req.headers.origin) {
         res.setHeader('Access-Control-Allow-Origin', '*');
         if (req.method === 'OPTIONS') return preflight(req, res);
@@ -102,17 +113,17 @@ export function createProtocol(dispatch: Dispatch, { onUnexpected, isClosing, de
       const replyType = contentType === 'application/x-amz-json-1.0' ? contentType : 'application/json';
       const authorization = req.headers.authorization;
       const region = signingRegion(authorization) ?? defaultRegion;
-      const queryAt = req.url?.indexOf('?') ?? -1;
+      const url = req.url ?? '/';
+      const queryAt = url.indexOf('?');
+      const body = Buffer.concat(chunks);
       const signature = () =>
         signatureProblem({
           authorization,
-          query: queryAt >= 0 ? req.url?.slice(queryAt + 1) : undefined,
+          query: queryAt >= 0 ? url.slice(queryAt + 1) : undefined,
           hasDate: Boolean(req.headers['x-amz-date'] || req.headers.date),
-        });
+        }) ?? checkSignature?.({ method: req.method ?? 'POST', url, headers: req.headers, body });
       const target = String(req.headers['x-amz-target'] ?? '');
-      void respond(target, Buffer.concat(chunks).toString('utf8'), region, signature).then(({ status, body }) =>
-        send(res, status, body, replyType),
-      );
+      void respond(target, body.toString('utf8'), region, signature).then(({ status, body }) => send(res, status, body, replyType));
     });
   }
 

@@ -7,17 +7,20 @@
  *
  * This folder imports nothing from the rest of Runplane.
  */
+import { callerCheck } from './callers.ts';
 import type { Faults } from './faults.ts';
 import { createProtocol } from './http.ts';
 import { listen } from './listener.ts';
 import { openStore } from './open-store.ts';
 import { type EngineOptions, withDefaults } from './options.ts';
 import { assemble } from './parts.ts';
+import { signatureMismatch } from './sigv4.ts';
 import type { TokenStats } from './transactions/tokens.ts';
 import { startUpkeep } from './upkeep.ts';
 
 export { type FaultError, type FaultRule, Faults, type InjectedFault } from './faults.ts';
 export type { EngineOptions } from './options.ts';
+export type { Credentials } from './sigv4.ts';
 
 export interface Engine {
   /** `http://host:port`, for the SDK's `endpoint` option. */
@@ -49,6 +52,13 @@ export interface Engine {
   close(): Promise<void>;
 }
 
+/** An engine started with `listen`: it has a port only when that was true. */
+export type EmbeddedEngine = Omit<Engine, 'endpoint' | 'port'> & {
+  /** `http://host:port`; undefined when the engine answers this process only. */
+  readonly endpoint: string | undefined;
+  readonly port: number | undefined;
+};
+
 export interface EngineStats {
   /** Item locks: held now, requests waiting now, requests that gave up (TransactionConflict) so far. */
   locks: { held: number; waiting: number; conflicts: number };
@@ -67,9 +77,13 @@ export interface EngineStats {
   throughput?: { writeBuckets: number; readBuckets: number };
 }
 
-export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
+/** Starts an engine listening on its port (`options.port`, default any free one). */
+export function startEngine(options?: EngineOptions): Promise<Engine>;
+/** `listen: false`: no port at all; the engine answers this process only (`answer`). */
+export function startEngine(options: EngineOptions & { listen: boolean }): Promise<EmbeddedEngine>;
+export async function startEngine(options: EngineOptions & { listen?: boolean } = {}): Promise<EmbeddedEngine> {
   const settings = withDefaults(options);
-  const { onError } = settings;
+  const { onError, credentials } = settings;
   const store = await openStore(settings.dataDir, settings.createTableMs);
   // Tables created from now on carry the engine's region in their ARNs.
   store.tableDb.awsRegion = settings.region;
@@ -91,8 +105,10 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     defaultRegion: settings.region,
     serves,
     cors: settings.cors,
+    refuseCaller: callerCheck(settings),
+    checkSignature: credentials && ((request) => signatureMismatch(request, credentials, settings.now())),
   });
-  const listener = await listen(settings.port, settings.host, protocol.http);
+  const listener = options.listen === false ? undefined : await listen(settings.port, settings.host, protocol.http);
 
   const upkeep = startUpkeep(settings, { log, ttl, transactions });
   const streamOf = (table: string) => {
@@ -102,8 +118,8 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   };
 
   return {
-    endpoint: listener.endpoint,
-    port: listener.port,
+    endpoint: listener?.endpoint,
+    port: listener?.port,
     faults,
     answer: protocol.answer,
     stats: () => ({
@@ -123,10 +139,10 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     },
     close() {
       closing ??= (async () => {
-        const closed = listener.stopListening();
+        const closed = listener?.stopListening();
         await upkeep.stop();
         while (inFlight.size > 0) await Promise.allSettled([...inFlight]);
-        listener.dropConnections();
+        listener?.dropConnections();
         await closed;
         await ttl.close();
         await transactions.close();

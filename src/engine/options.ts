@@ -1,6 +1,7 @@
 /** The engine's options and their defaults. */
 import type { PartitionLimits } from './capacity/index.ts';
 import { MAX_WAITERS_PER_ITEM } from './item-locks.ts';
+import type { Credentials } from './sigv4.ts';
 import { STREAM_CACHE_BYTES } from './streams/record-cache.ts';
 import { MAX_PENDING_TOKENS } from './transactions/tokens.ts';
 
@@ -50,10 +51,24 @@ export interface EngineOptions {
    */
   createTableMs?: number;
   /**
-   * Answer browsers' CORS requests as DynamoDB does, for any origin (default false: the
-   * engine accepts any credentials, so any web page could otherwise read and write it).
+   * Serve browsers, answering their CORS requests as DynamoDB does, for any origin (default
+   * false: a request with an Origin header, a preflight included, is refused, so no web page
+   * can use the port).
    */
   cors?: boolean;
+  /**
+   * Names a request's Host may give besides loopback names (`localhost`, `*.localhost`,
+   * `127.x.x.x`, `::1`) and the address it reached the engine at; any other is refused, so a
+   * page cannot reach the port by a name of its own rebound to this machine (default none).
+   */
+  allowedHosts?: readonly string[];
+  /**
+   * Requests over HTTP must be signed (SigV4) with these, as DynamoDB checks them (default:
+   * any credentials are accepted). In-process calls are not signed.
+   */
+  credentials?: Credentials;
+  /** How refusals name the settings that would serve a refused request (default the flags of `npm run engine`). */
+  settingNames?: { allowedHosts: string; cors: string };
   /**
    * How long a request waits for the locks of the items it touches before it is answered
    * as DynamoDB answers contention: TransactionCanceledException with reason
@@ -120,6 +135,9 @@ export function withDefaults(options: EngineOptions) {
     },
     createTableMs: options.createTableMs ?? 0,
     cors: options.cors ?? false,
+    allowedHosts: options.allowedHosts ?? [],
+    credentials: options.credentials,
+    settingNames: options.settingNames ?? { allowedHosts: '--allowed-hosts', cors: '--cors' },
     lockWaitMs: options.lockWaitMs ?? 2_000,
     partitionLimits: partitionLimits(options.partitionLimits),
     limits: { lockWaitersPerItem: MAX_WAITERS_PER_ITEM, pendingTokens: MAX_PENDING_TOKENS, ...options.limits },

@@ -1,7 +1,8 @@
 /**
  * What DynamoDB answers about a request's signature before it checks its value: a request
  * over HTTP must carry one (an `Authorization` header or the `X-Amz-*` query parameters,
- * not both), and whole. The engine checks no signature's value: any credentials are accepted.
+ * not both), and whole. Its value is checked by sigv4.ts when the engine has credentials;
+ * without them any credentials are accepted.
  * Wording as DynamoDB's (dynalite's test suite was written against it).
  */
 import { EngineError } from './errors.ts';

@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
@@ -76,11 +77,24 @@ describe('the Dockerfile and compose commands', () => {
     }
   });
 
-  test("SIGTERM to the engine service's process closes the engine and exits 0", async () => {
+  test('the engine service serves the name the api reaches it by, and no other; SIGTERM closes it and exits 0', async () => {
     const argv = composeArray('engine', 'command').map((arg) => (arg === '8000' ? '0' : arg === '/data' ? join(dir, 'data') : arg));
     const engine = run(argv, {});
     try {
       await waitFor(() => /engine: DynamoDB and DynamoDB Streams on/.test(engine.output()), { timeoutMs: 60_000, what: 'the engine' });
+      const port = /Streams on http:\/\/[^:]+:(\d+)/.exec(engine.output())?.[1] as string;
+      const apiReachesItAs = new URL(/AWS_ENDPOINT_URL_DYNAMODB: (\S+)/.exec(compose)?.[1] as string).hostname;
+      const asNamed = (host: string) =>
+        new Promise<number>((resolve, reject) =>
+          request({ host: '127.0.0.1', port, headers: { host: `${host}:${port}` } }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+            .on('error', reject)
+            .end(),
+        );
+      expect(await asNamed(apiReachesItAs)).toBe(200);
+      expect(await asNamed('rebind.attacker.example')).toBe(400);
       engine.child.kill('SIGTERM');
       expect(await engine.exited).toBe(0);
       expect(engine.output()).toMatch(/SIGTERM, closing/);

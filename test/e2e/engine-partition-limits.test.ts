@@ -16,6 +16,8 @@ beforeAll(async () => {
     loadConfig({
       PORT: '0',
       RUNPLANE_IN_MEMORY: 'true',
+      // Its port: the test's client reaches the engine over HTTP.
+      RUNPLANE_ENGINE_PORT: '0',
       RUNPLANE_GRAPHIQL: 'false',
       RUNPLANE_ENGINE_PARTITION_LIMITS: 'true',
       // One write a second.
@@ -27,7 +29,10 @@ beforeAll(async () => {
 afterAll(() => server.stop());
 
 test('the embedded engine throttles a partition past RUNPLANE_ENGINE_PARTITION_WCU, and only that partition', async () => {
-  const client = dynamoClient({ endpoint: server.engine?.endpoint, maxAttempts: 1 });
+  const endpoint = server.engine?.endpoint;
+  // Without it the client would fall back to the test run's engine, which has no limits.
+  expect(endpoint).toBeDefined();
+  const client = dynamoClient({ endpoint, maxAttempts: 1 });
   const { name } = await createTestTable(client, { stream: false });
   const hot = uniqueName('hot');
   // Twenty at once against one write a second: however slow the machine, they cannot all fit.

@@ -23,7 +23,9 @@ test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data 
   try {
     await waitFor(() => /Runplane is up: (http:\S+)/.test(first.output()), { timeoutMs: 30_000, what: 'the server to say where it is' });
     const url = /Runplane is up: (http:\S+)/.exec(first.output())?.[1] as string;
-    expect(first.output()).toContain('embedded engine on http://127.0.0.1:');
+    // No port unless asked for: nothing but the API listens.
+    expect(first.output()).toContain('embedded engine in this process, no port (RUNPLANE_ENGINE_PORT gives it one)');
+    expect(first.output()).not.toContain('any local process');
     expect(first.output()).toContain(`data in ${dataDir}`);
     expect(first.output()).toContain('(created now)');
 
@@ -45,10 +47,14 @@ test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data 
     first.child.kill('SIGKILL');
   }
 
-  const second = start({});
+  const second = start({ RUNPLANE_ENGINE_PORT: '0' });
   try {
     await waitFor(() => /Runplane is up: (http:\S+)/.test(second.output()), { timeoutMs: 30_000, what: 'the restarted server' });
     const url = /Runplane is up: (http:\S+)/.exec(second.output())?.[1] as string;
+    // Asked for, the engine's port is printed, with a word on who may use it.
+    const engine = /embedded engine on (http:\/\/127\.0\.0\.1:\d+)/.exec(second.output())?.[1];
+    expect(engine).toBeDefined();
+    expect(second.output()).toContain(`the embedded engine's port ${engine} takes requests from any local process`);
     expect(second.output()).not.toContain('(created now)');
     const read = await graphql(url, '{ run(id: "kept") { task budget { cap } } }');
     expect(read.data.run).toEqual({ task: 'survive a restart', budget: { cap: 5 } });

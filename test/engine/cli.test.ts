@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { describe, expect, test } from 'vitest';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
-import { help, parseEngineArgs } from '../../src/engine/args.ts';
+import { credentialsFrom, help, parseEngineArgs } from '../../src/engine/args.ts';
 import { dynamoClient } from '../support/aws.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -25,6 +25,7 @@ describe('engine flags', () => {
       '--lock-wait',
       '--table-delay',
       '--cors',
+      '--allowed-hosts',
       '--partition-limits',
       '--partition-wcu',
       '--partition-rcu',
@@ -62,7 +63,25 @@ describe('engine flags', () => {
     expect(parseEngineArgs([])).toMatchObject({ createTableMs: undefined, cors: undefined });
   });
 
+  test('--allowed-hosts takes names, comma-separated, lowercased; none by default', () => {
+    expect(parseEngineArgs(['--allowed-hosts', 'engine, DB.internal'])).toMatchObject({ allowedHosts: ['engine', 'db.internal'] });
+    expect(parseEngineArgs([])).toMatchObject({ allowedHosts: undefined });
+  });
+
+  test('credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY together, or not at all', () => {
+    expect(credentialsFrom({ AWS_ACCESS_KEY_ID: 'id', AWS_SECRET_ACCESS_KEY: 'secret' })).toEqual({
+      accessKeyId: 'id',
+      secretAccessKey: 'secret',
+    });
+    expect(credentialsFrom({})).toBeUndefined();
+    expect(credentialsFrom({ AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '' })).toBeUndefined();
+    expect(() => credentialsFrom({ AWS_ACCESS_KEY_ID: 'id' })).toThrow(
+      'AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY: set both to require signatures made with them, or neither',
+    );
+  });
+
   test.each([
+    [['--allowed-hosts', 'engine:8000'], /--allowed-hosts must be host names such as engine or db\.internal/],
     [['--port', '70000'], /--port must be a whole number from 0 to 65535 \(got "70000"\)/],
     [['--iterator-ttl', '15'], /--iterator-ttl must be a duration/],
     [['--shard-max-records', '0'], /--shard-max-records must be a whole number from 1/],
@@ -74,23 +93,59 @@ describe('engine flags', () => {
   });
 });
 
-test('npm run engine serves DynamoDB and stops cleanly on SIGTERM', async () => {
+function startCli(env: Record<string, string>) {
   const child: ChildProcess = spawn(process.execPath, [...nodeArgs('src/engine/cli.ts'), '--port', '0', '--in-memory'], {
-    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
   });
   let output = '';
+  let errors = '';
   child.stdout?.on('data', (chunk) => {
     output += chunk;
   });
+  child.stderr?.on('data', (chunk) => {
+    errors += chunk;
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, exited, output: () => output, errors: () => errors };
+}
+
+const ENDPOINT = /http:\/\/127\.0\.0\.1:\d+/;
+
+test('npm run engine serves DynamoDB, says any local process may use it, and stops cleanly on SIGTERM', async () => {
+  const engine = startCli({});
   try {
-    await waitFor(() => /http:\/\/127\.0\.0\.1:\d+/.test(output), { timeoutMs: 20_000, what: 'the engine to print its endpoint' });
-    const endpoint = /http:\/\/127\.0\.0\.1:\d+/.exec(output)?.[0] as string;
+    await waitFor(() => ENDPOINT.test(engine.output()), { timeoutMs: 20_000, what: 'the engine to print its endpoint' });
+    const endpoint = ENDPOINT.exec(engine.output())?.[0] as string;
     const { TableNames } = await dynamoClient({ endpoint }).send(new ListTablesCommand({}));
     expect(TableNames).toEqual([]);
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    await waitFor(() => engine.errors().includes('\n'), { what: 'the line on stderr' });
+    expect(engine.errors()).toBe(
+      `engine: no AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its environment: any local process may use ${endpoint} (set both to require requests signed with them)\n`,
+    );
+    engine.child.kill('SIGTERM');
+    expect(await engine.exited).toBe(0);
   } finally {
-    child.kill('SIGKILL');
+    engine.child.kill('SIGKILL');
+  }
+});
+
+test('npm run engine with credentials in its environment serves only requests signed with them', async () => {
+  const credentials = { accessKeyId: 'AKIDCLITEST', secretAccessKey: 'cli-secret' };
+  const engine = startCli({ AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey });
+  try {
+    await waitFor(() => ENDPOINT.test(engine.output()), { timeoutMs: 20_000, what: 'the engine to print its endpoint' });
+    const endpoint = ENDPOINT.exec(engine.output())?.[0] as string;
+    const signedBy = (signWith: typeof credentials) =>
+      new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: signWith, maxAttempts: 1 }).send(new ListTablesCommand({}));
+    expect((await signedBy(credentials)).TableNames).toEqual([]);
+    await expect(signedBy({ ...credentials, secretAccessKey: 'wrong' })).rejects.toThrow(/^The request signature we calculated/);
+    await expect(dynamoClient({ endpoint, maxAttempts: 1 }).send(new ListTablesCommand({}))).rejects.toMatchObject({
+      name: 'UnrecognizedClientException',
+    });
+    expect(engine.errors()).toBe('');
+    engine.child.kill('SIGTERM');
+    expect(await engine.exited).toBe(0);
+  } finally {
+    engine.child.kill('SIGKILL');
   }
 });

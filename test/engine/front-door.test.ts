@@ -32,7 +32,7 @@ function send(endpoint: string, options: { method?: string; path?: string; heade
   });
 }
 
-/** A well-formed signature; the engine checks its shape, never its value. */
+/** A well-formed signature; an engine without credentials checks its shape, never its value. */
 const signed = {
   authorization: 'AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc',
   'x-amz-date': '20260101T000000Z',
@@ -157,15 +157,15 @@ describe.skipIf(onlyEmbedded)('the front door', () => {
     expect(JSON.parse(served.text).TableNames).toBeInstanceOf(Array);
   });
 
-  test('without --cors an Origin gets no CORS headers and a preflight is answered 404', async () => {
+  test('without --cors a request with an Origin is refused without CORS headers, a preflight too (callers.test.ts)', async () => {
     const preflight = await send(endpoint, { method: 'OPTIONS', headers: { origin: 'https://example.com' } });
-    expect(preflight.status).toBe(404);
+    expect(preflight.status).toBe(400);
     expect(preflight.headers['access-control-allow-origin']).toBeUndefined();
     const listed = await post(
       { 'x-amz-target': listTables, 'content-type': 'application/json', origin: 'https://example.com', ...signed },
       '{}',
     );
-    expect(listed.status).toBe(200);
+    expect(JSON.parse(listed.text).__type).toBe('com.amazon.coral.service#AccessDeniedException');
     expect(listed.headers['access-control-allow-origin']).toBeUndefined();
   });
 });
