@@ -5,8 +5,11 @@
  * still is to STALLED, with a `run.stalled` event. The step is conditioned on that very
  * claim, so however many watchers there are (one lease changing hands, say), a claim's expiry
  * makes one `run.stalled` at most. A run is found within its claim's TTL plus one interval
- * (plus the watcher lease's TTL when the replica holding it dies). An expired claim of a run
- * awaiting approval leaves the index until the run is approved (which lists it again).
+ * (plus the watcher lease's TTL when the replica holding it dies), however many of another
+ * tenant's ran out before it: a round reads both ends of the index (READ_PER_END) and looks at
+ * what it read in turns by tenant (stall-turns.ts), so a backlog takes a share of each round. An
+ * expired claim of a run awaiting approval leaves the index until the run is approved (which
+ * lists it again).
  */
 import { heldByOther } from '../domain/lease.ts';
 import { isTerminal, type RunClaim, type RunStatus, stallable } from '../domain/run.ts';
@@ -14,13 +17,21 @@ import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RunStore } from '../store/index.ts';
 import type { ShardLease, ShardLeases } from '../store/leases/shards.ts';
+import { CLAIM_INDEX_SHARDS } from '../table/keys.ts';
+import { inTurns } from './stall-turns.ts';
 
 /** The watcher's lease row (`_sys#unit#stall-watcher`). */
 const WATCHER_UNIT = 'stall-watcher';
 /** Runs a round looks at once. */
 export const CONCURRENT_RUNS = 16;
-/** Expired claims looked at per index shard and round. */
+/** Runs looked at per round: this many per index shard (400), taken in turns by tenant; the rest wait for the next round. */
 const PER_ROUND = 100;
+/**
+ * Expired claims read per index shard and round at each end of its range (the oldest, the
+ * newest): at most 2 × 500 × 4 = 4,000 held in a round. Claims between the two ends, of a backlog
+ * deeper than that, are read once the oldest have been looked at, or once they are the newest.
+ */
+const READ_PER_END = 500;
 
 export interface StallWatcherOptions {
   runs: Pick<RunStore, 'stall' | 'expiredClaims' | 'unlistClaim' | 'unlistClaimWhile' | 'head'>;
@@ -30,7 +41,7 @@ export interface StallWatcherOptions {
   intervalMs: number;
   log: Logger;
   now?: () => number;
-  /** Expired claims looked at per index shard and round (default 100). */
+  /** Runs looked at per index shard and round (default 100), taken in turns by tenant. */
   perRound?: number;
 }
 
@@ -80,12 +91,15 @@ export class StallWatcher {
   /**
    * One look at the claims that ran out, CONCURRENT_RUNS runs at a time: claims that ran out
    * together (a worker holding many runs dies) are found in a few steps' time, not one after another.
+   * In turns by tenant: one tenant's backlog delays another's claim by a turn, not by the backlog.
    */
   async round() {
     const { runs } = this.options;
     this.counts.rounds++;
     const now = (this.options.now ?? Date.now)();
-    const expired = await runs.expiredClaims(now, this.options.perRound ?? PER_ROUND);
+    const perRound = this.options.perRound ?? PER_ROUND;
+    const read = await runs.expiredClaims(now, Math.max(READ_PER_END, perRound));
+    const expired = inTurns(read, perRound * CLAIM_INDEX_SHARDS);
     let next = 0;
     const lookingAt = async () => {
       for (let item = expired[next++]; item && !this.stopping.signal.aborted; item = expired[next++]) await this.lookAt(item);

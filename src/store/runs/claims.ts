@@ -5,17 +5,16 @@
  * domain/claim.ts's; each is written conditioned on the rows it was decided on.
  */
 
-import { QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { claimLiveAt, releaseClaim, renewClaim, takeClaim } from '../../domain/claim.ts';
 import { ClaimLost, Contention, RunHeld, RunNotFound, StatusConflict } from '../../domain/errors.ts';
 import { isTerminal, type Run, type RunClaim, type RunEvent, type RunStatus, stallable } from '../../domain/run.ts';
 import { storedResult, toClaim, toRun } from '../../table/codec.ts';
-import { indexes } from '../../table/definition.ts';
-import { CLAIM_INDEX_SHARDS, keys, parseRunPartition } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';
 import { claimEnd, claimPut, claimUnlisting, holderUpdate, statusStill } from './claim-writes.ts';
+import { readExpiredClaims } from './stall-index.ts';
 import type { StepResult, Steps } from './step.ts';
 
 export interface ClaimRun {
@@ -208,32 +207,8 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       });
     },
 
-    /**
-     * Claims that ran out by `atMs`, oldest first, from the stall index (every shard, at most
-     * `limit` each; eventually consistent: a claim renewed a moment ago may still show its old end).
-     */
-    async expired(atMs: number, limit: number): Promise<{ tenant: string; runId: string; claim: RunClaim }[]> {
-      const pages = await Promise.all(
-        Array.from({ length: CLAIM_INDEX_SHARDS }, (_, shard) =>
-          doc.send(
-            new QueryCommand({
-              TableName: tableName,
-              IndexName: indexes.runsByTenant.name,
-              KeyConditionExpression: 'gsi1pk = :shard AND gsi1sk < :bound',
-              ExpressionAttributeValues: { ':shard': keys.claimShard(shard), ':bound': keys.claimsEndedBy(atMs) },
-              Limit: limit,
-            }),
-          ),
-        ),
-      );
-      const found: { tenant: string; runId: string; claim: RunClaim }[] = [];
-      for (const item of pages.flatMap((page) => page.Items ?? [])) {
-        const run = parseRunPartition(String(item.pk));
-        const claim = toClaim(item);
-        if (run && claim) found.push({ ...run, claim });
-      }
-      return found;
-    },
+    /** Claims that ran out by `atMs`, oldest first, from both ends of the stall index (stall-index.ts). */
+    expired: (atMs: number, perEnd: number) => readExpiredClaims(deps, atMs, perEnd),
 
     /** Takes a claim out of the stall index (its run finished or is gone), unless it changed since it was read. */
     async unlist(tenant: string, runId: string, claim: RunClaim) {
