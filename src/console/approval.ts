@@ -17,9 +17,10 @@ interface PanelOptions {
   signal: AbortSignal;
 }
 
+/** The last event of `type` that the server wrote itself (one written by anything else is not a decision). */
 async function lastEvent({ session, run }: PanelOptions, type: string) {
-  const { run: found } = await session.client.request(operations.RunEventPage, { id: run.id, last: 1, types: [type] });
-  return found?.events.edges.at(-1)?.node;
+  const { run: found } = await session.client.request(operations.RunEventPage, { id: run.id, last: 20, types: [type] });
+  return found?.events.edges.findLast((edge) => edge.node.origin === 'SERVER')?.node;
 }
 
 export async function approvalPanel(panel: HTMLElement, options: PanelOptions) {

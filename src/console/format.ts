@@ -30,16 +30,3 @@ export function preview(value: unknown, max = 120) {
   const text = JSON.stringify(value) ?? 'null';
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
-
-/**
- * The event types only the server writes (src/domain/run.ts's `serverEventTypes`; the console
- * holds nothing of the server, test/console/server-event-types.test.ts keeps the two alike).
- * appendEvent refuses them and their look-alikes, so a row marked with one is the server's.
- */
-export const SERVER_EVENT_TYPES: ReadonlySet<string> = new Set([
-  'approval.requested',
-  'approval.resolved',
-  'run.cancelled',
-  'run.stalled',
-  'run.reclaimed',
-]);

@@ -24,13 +24,23 @@ export interface Budget {
   version: number;
 }
 
+/**
+ * Who wrote an event: the server, for its own steps of a run (SERVER), or anyone else (CLIENT):
+ * appendEvent, or a writer with access to the table. The server sets it; no input carries it.
+ */
+export type EventOrigin = 'SERVER' | 'CLIENT';
+
 export interface RunEvent {
   runId: string;
   seq: number;
   type: string;
   payload: unknown;
   createdAt: Date;
+  /** Absent: CLIENT (a value from before origins were recorded, as a row without one reads). */
+  origin?: EventOrigin;
 }
+
+export const originOf = (event: RunEvent): EventOrigin => event.origin ?? 'CLIENT';
 
 /** Seqs from `from` to `to`, both included. */
 export interface SeqRange {

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { BudgetExceeded, ClaimLost, IdempotencyConflict, RunNotFound, SequenceConflict } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
-import { type DeliveredEvent, passesForServerEventType, type SeqRange, serverEventTypes } from '../domain/run.ts';
+import {
+  type DeliveredEvent,
+  type EventOrigin,
+  originOf,
+  passesForServerEventType,
+  type SeqRange,
+  serverEventTypes,
+} from '../domain/run.ts';
 import { builder } from './builder.ts';
 import { badInput } from './error-codes.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
@@ -12,6 +19,21 @@ import { jsonOut } from './scalars.ts';
 const SeqRangeRef = builder.objectRef<SeqRange>('SeqRange').implement({
   description: 'Seqs from `from` to `to`, both included.',
   fields: (t) => ({ from: t.exposeInt('from'), to: t.exposeInt('to') }),
+});
+
+const EventOriginEnum = builder.enumType('EventOrigin', {
+  description: 'Who wrote an event. The server sets it; no input can.',
+  values: {
+    SERVER: {
+      value: 'SERVER',
+      description: `Written by Runplane itself for its own steps of the run (${serverEventTypes.join(', ')}), with the change each records.`,
+    },
+    CLIENT: {
+      value: 'CLIENT',
+      description:
+        'Written through appendEvent, or by anything else with access to the table (a row written around the API without an origin is one).',
+    },
+  } satisfies Record<EventOrigin, { value: EventOrigin; description: string }>,
 });
 
 export const EventRef = builder.objectRef<DeliveredEvent>('Event').implement({
@@ -27,6 +49,13 @@ export const EventRef = builder.objectRef<DeliveredEvent>('Event').implement({
     type: t.exposeString('type'),
     payload: t.field({ type: 'JSON', nullable: true, resolve: (event) => jsonOut(event.payload), extensions: plainRead }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    origin: t.field({
+      type: EventOriginEnum,
+      description:
+        "Who wrote the event, as the server recorded it: tell the server's own steps by this, not by the type (a client's type may look like one of the server's).",
+      resolve: originOf,
+      extensions: plainRead,
+    }),
     missingBefore: t.field({
       type: [SeqRangeRef],
       description:

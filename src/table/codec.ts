@@ -5,7 +5,7 @@
 
 import { MAX_EVENT_SHARDS } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
-import type { Budget, Lease, Run, RunClaim, RunEvent, RunStatus } from '../domain/run.ts';
+import { type Budget, type Lease, originOf, type Run, type RunClaim, type RunEvent, type RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
 import { keys, outputOfSk, outputStreamOfSk, parseRunPartition, seqOfSk } from './keys.ts';
 
@@ -57,6 +57,8 @@ export const attr = {
   eventShards: 'eventShards',
   /** An output stream row: its length, once final. */
   length: 'length',
+  /** An event's writer as the server set it: SERVER (its own steps) or CLIENT; anything else, or none, reads CLIENT. */
+  origin: 'origin',
 } as const;
 
 const date = (value: unknown) => new Date(typeof value === 'string' || typeof value === 'number' ? value : 0);
@@ -170,6 +172,7 @@ export function eventItem(tenant: string, event: RunEvent, writeId: string, shar
     [attr.type]: event.type,
     [attr.payload]: storable(event.payload ?? null),
     [attr.createdAt]: event.createdAt.toISOString(),
+    [attr.origin]: originOf(event),
   };
 }
 
@@ -180,6 +183,8 @@ export function toEvent(item: Item): RunEvent {
     type: String(item[attr.type] ?? ''),
     payload: fromStorable(item[attr.payload] ?? null),
     createdAt: date(item[attr.createdAt]),
+    // Only the server's own value is SERVER: a row written around the API without it is a client's.
+    origin: item[attr.origin] === 'SERVER' ? 'SERVER' : 'CLIENT',
   };
 }
 

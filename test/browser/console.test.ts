@@ -277,9 +277,12 @@ describeWithBrowser('the run console in Chromium', () => {
       );
       expect(data.run.events.edges[0].node.payload).toMatchObject({ by: 'console', reason: 'the worker is gone', from: 'STALLED' });
       expect(await page.locator('#cancel-run').count()).toBe(0);
-      // The server's own events are marked in the timeline (no agent can write their types); an agent's are not.
-      await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "run.stalled.retry" }) { __typename } }`, {}, as);
-      await waitForSeqs(page, (seqs) => seqs.length === 3, 'the stall, the cancel and the agent`s event');
+      // The server's own events are marked in the timeline, by the origin the server recorded; an
+      // agent's are not, look-alikes of the server's types included, nor a server type written straight into the table.
+      for (const type of ['run.stalled.retry', 'approval.resolvecl', 'run.5talled'])
+        expect((await append(runId, type)).__typename).toBe('Event');
+      await putEvent(runId, 6, 'run.stalled');
+      await waitForSeqs(page, (seqs) => seqs.length === 6, 'the stall, the cancel, the agent`s events and the row written directly');
       const rows = await page
         .locator('.timeline .event')
         .evaluateAll((events) =>
@@ -289,7 +292,14 @@ describeWithBrowser('the run console in Chromium', () => {
         ['◆ run.stalled', true],
         ['◆ run.cancelled', true],
         ['run.stalled.retry', false],
+        ['approval.resolvecl', false],
+        ['run.5talled', false],
+        ['run.stalled', false],
       ]);
+      await page.locator('.event[data-seq="2"]').click();
+      expect(await text(page, '.detail h3')).toBe('Event #2 · run.cancelled (written by the server)');
+      await page.locator('.event[data-seq="6"]').click();
+      expect(await text(page, '.detail h3')).toBe('Event #6 · run.stalled');
     } finally {
       await page.close();
     }

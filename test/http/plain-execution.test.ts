@@ -202,7 +202,7 @@ function eventSel(depth: number): string {
   for (let i = 0; i < n; i++) {
     const r = rnd();
     if (r < 0.6) {
-      const f = pick(['seq', 'type', 'payload', 'createdAt', 'runId', 'id', 'late', '__typename', 'missingBefore']);
+      const f = pick(['seq', 'type', 'payload', 'createdAt', 'runId', 'id', 'late', 'origin', '__typename', 'missingBefore']);
       const a = f === 'missingBefore' ? '' : rnd() < 0.2 ? `${pick(['x', 'y'])}: ` : '';
       parts.push(`${a}${f}${dir()}${f === 'missingBefore' ? ` { ${seqRange()} }` : ''}`);
     } else if (r < 0.8 && depth < 3) parts.push(`... ${rnd() < 0.5 ? 'on Event' : ''}${dir()} { ${eventSel(depth + 1)} }`);
@@ -232,6 +232,8 @@ const oddEvents = [
   { runId: 'r1', seq: 6, type: 't', payload: 1, createdAt: at, missingBefore: [{ from: 1, to: 2 }, null] },
   { runId: 'r1', seq: 7, type: 't', payload: 1, createdAt: at, late: 'yes' },
   { runId: 7, seq: '8', type: 9, payload: 1, createdAt: at.toISOString(), late: 0 },
+  { runId: 'r1', seq: 9, type: 'run.cancelled', payload: null, createdAt: at, origin: 'SERVER' },
+  { runId: 'r1', seq: 10, type: 't', payload: null, createdAt: at, origin: 'server' },
 ];
 it('held: random selections (aliases, fragments, inline fragments, @skip/@include by variables and defaults) against odd events', async () => {
   let ran = 0;

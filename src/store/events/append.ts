@@ -45,7 +45,7 @@ const ITEM_OVERHEAD_BYTES = 512;
 
 export function createAppends(deps: StoreDeps, positions: Positions, counters: AppendCounters, gates: RunGates) {
   const placed = (runId: string, appends: readonly Unplaced[], first: number): RunEvent[] =>
-    appends.map(({ type, payload, createdAt }, i) => ({ runId, seq: first + i, type, payload, createdAt }));
+    appends.map(({ type, payload, createdAt }, i) => ({ runId, seq: first + i, type, payload, createdAt, origin: 'CLIENT' }));
 
   /** Every append's write goes alongside the run's other appends, never while a server step has the run (run-gate.ts). */
   const put = (tenant: string, events: RunEvent[], options: EventWriteOptions) =>

@@ -104,7 +104,7 @@ export function createSteps(
   ): Promise<StepResult<Extra> | undefined> {
     const shards = current.eventShards;
     const seq = (await lastSeq(tenant, runId, shards)) + 1;
-    const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at };
+    const event: RunEvent = { runId, seq, type: plan.type, payload: plan.payload, createdAt: at, origin: 'SERVER' };
     const run: Run = { ...current, status: plan.to, version: current.version + 1, updatedAt: at };
     const expires = isTerminal(plan.to) ? Math.floor(at.getTime() / 1000) + retention.finishedRunSeconds : undefined;
     const writeId = randomUUID();
