@@ -24,7 +24,7 @@ export interface Listener {
   /**
    * Changes may not be arriving (Redis is degraded): read what is new from the table, now and
    * again until they do. A feed that cannot read the table this way (a tenant-wide one) ignores
-   * it and is resynced once it ends.
+   * it and is resynced once it ends. Also called once for a change that came as a notice.
    */
   refill?(): void;
 }
@@ -92,6 +92,14 @@ export class Hub {
       this.forget(topic);
       for (const listener of topic.listeners) if (listener.refill) this.call(() => listener.refill?.());
     }
+  }
+
+  /** A change of one topic came without its content (a Redis notice): its listeners read what is new from the table. */
+  refillTopic(name: string) {
+    const topic = this.topics.get(name);
+    if (!topic) return;
+    this.forget(topic);
+    for (const listener of topic.listeners) if (listener.refill) this.call(() => listener.refill?.());
   }
 
   /** Where the run's events end as known here (see above), or undefined when it must be read. */

@@ -1,12 +1,14 @@
 /**
  * What a replica needs beside its own hub when several share one table (RUNPLANE_REDIS_URL):
- * Redis fan-out of changes, the replica count kept in Redis, and shard ownership by lease in
- * the table, renewed in rounds of a third of the lease.
+ * Redis fan-out of changes (bounded in bytes, shared between tenants; the changes sent as
+ * notices read from the table), the replica count kept in Redis, and shard ownership by lease
+ * in the table, renewed in rounds of a third of the lease.
  */
 import { sleep } from '../lib/backoff.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { ShardLeases } from '../store/leases/shards.ts';
 import type { Change } from './changes.ts';
+import { NoticeReads, type NoticeTable } from './fanout/notices.ts';
 import { HEARTBEAT_MS, RedisFanout } from './fanout/redis.ts';
 import { SharedUsage } from './fanout/usage.ts';
 import type { Hub } from './hub.ts';
@@ -22,33 +24,43 @@ export interface ReplicaOptions {
   leases: ShardLeases;
   /** How long a shard lease lasts without renewal (a dead replica's shards wait this long). */
   shardLeaseSeconds: number;
+  /** The largest change sent whole through Redis, in bytes (RUNPLANE_REDIS_ENTRY_BYTES); a larger one goes as a notice. */
+  entryBytes: number;
+  /** Entries the Redis Stream keeps (RUNPLANE_REDIS_STREAM_LENGTH): with entryBytes, its bound in bytes (fanout/bounds.ts). */
+  streamLength: number;
+  /** Bytes each tenant may send through Redis each second (RUNPLANE_REDIS_TENANT_BYTES_PER_SECOND); past it, notices. */
+  tenantBytesPerSecond: number;
   /** Sends in flight to Redis before changes are not sent (tests lower it). */
   maxSendsInFlight?: number;
 }
 
-/** The largest change sent through Redis: above any event the API accepts, and DynamoDB's 400 KB item as JSON. */
-export const MAX_ENTRY_BYTES = 1024 * 1024;
 /** While degraded, subscribers are filled from the table this often. */
 export const DEGRADED_FILL_MS = 1_000;
 
 export type Replicas = ReturnType<typeof createReplicas>;
 
-export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger) {
+/** `table`: where the changes that came as notices are read. */
+export function createReplicas(options: ReplicaOptions, hub: Hub, log: Logger, table: NoticeTable) {
   // Made below; the fan-out's heartbeats ask it how many shards this replica reads.
   let ownership: ShardOwnership | undefined;
+  const resync = (reason: string) => {
+    log.warn(`subscribers re-read from the table: ${reason}`);
+    hub.resync();
+  };
+  const notices = new NoticeReads({ hub, table, onLost: resync });
   const fanout = new RedisFanout({
     url: options.redisUrl,
     secret: options.redisSecret,
-    maxEntryBytes: MAX_ENTRY_BYTES,
+    entryBytes: options.entryBytes,
+    maxLen: options.streamLength,
+    tenantBytesPerSecond: options.tenantBytesPerSecond,
     shardsOwned: () => ownership?.owned.length ?? 0,
     shardLeaseMs: options.shardLeaseSeconds * 1000,
     prefix: `runplane:${options.tableName}`,
     replicaId: options.replicaId,
     onChange: (change) => hub.publish(change),
-    onResync: (reason) => {
-      log.warn(`subscribers re-read from the table: ${reason}`);
-      hub.resync();
-    },
+    onNotice: (notice) => notices.take(notice),
+    onResync: resync,
     log,
     maxSendsInFlight: options.maxSendsInFlight,
   });

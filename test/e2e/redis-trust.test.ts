@@ -79,6 +79,12 @@ async function expectSeqs(subscriber: Collected<{ seq: number; type: string }>, 
 }
 
 const readiness = async (r: Replica) => (await (await fetch(new URL('/ready', r.url))).json()) as { status: string; reason?: string };
+/** What /ready and /metrics both say: 'degraded', 'ready', or that they disagree. */
+const degradedOrReady = async (r: Replica) => {
+  const [{ status }, metrics] = await Promise.all([readiness(r), r.metrics()]);
+  const gauge = metrics.get('runplane_redis_degraded');
+  return status === 'degraded' && gauge === 1 ? 'degraded' : status === 'ready' && gauge === 0 ? 'ready' : `${status}, gauge ${gauge}`;
+};
 
 describe.skipIf(noRedis)('what replicas take from Redis', () => {
   test('forged and oversized entries are dropped and counted; the real events reach the other replica`s subscriber in order', async () => {
@@ -135,7 +141,7 @@ describe.skipIf(noRedis)('what replicas take from Redis', () => {
     expect(metrics.get('runplane_process_heap_used_bytes') ?? 0).toBeLessThan(200 * 1024 * 1024);
   });
 
-  test('a full Redis (noeviction): every replica is degraded, subscribers are filled from the table, nothing is lost; then ready again', async () => {
+  test('a full Redis (noeviction): every replica is degraded within seconds (/ready and /metrics), subscribers are filled from the table, nothing is lost; then ready again', async () => {
     const { a, b, owner } = await pair();
     const runId = await newRun(a);
     const onA = watch(a, runId);
@@ -148,9 +154,10 @@ describe.skipIf(noRedis)('what replicas take from Redis', () => {
     await direct.config('SET', 'maxmemory-policy', 'noeviction');
     await direct.config('SET', 'maxmemory', String(Math.max(1, used - 1024 * 1024)));
     try {
-      await waitFor(async () => (await readiness(a)).status === 'degraded' && (await readiness(b)).status === 'degraded', {
-        timeoutMs: 30_000,
-        what: 'both replicas to say degraded',
+      // Each beats once a second: its next beat is refused.
+      await waitFor(async () => (await degradedOrReady(a)) === 'degraded' && (await degradedOrReady(b)) === 'degraded', {
+        timeoutMs: 10_000,
+        what: 'both replicas to say degraded on /ready and /metrics',
       });
       // Written through the shard's reader while Redis takes nothing: the other replica hears of them
       // only from the table (no write of its own reveals a hole), and its subscriber still gets every one.
@@ -159,9 +166,9 @@ describe.skipIf(noRedis)('what replicas take from Redis', () => {
     } finally {
       await direct.config('SET', 'maxmemory', '0');
     }
-    await waitFor(async () => (await readiness(a)).status === 'ready' && (await readiness(b)).status === 'ready', {
-      timeoutMs: 30_000,
-      what: 'both replicas to be ready again',
+    await waitFor(async () => (await degradedOrReady(a)) === 'ready' && (await degradedOrReady(b)) === 'ready', {
+      timeoutMs: 10_000,
+      what: 'both replicas to be ready again on /ready and /metrics',
     });
     for (let i = 0; i < 2; i++) await append(i % 2 ? b : a, runId);
     await Promise.all([expectSeqs(onA, 10), expectSeqs(onB, 10)]);

@@ -1,18 +1,21 @@
 /**
- * The Redis fan-out between two replicas, on a real redis-server of this file's own: changes
- * cross with their dates intact; sends in flight and the stream kept in Redis are bounded
- * (both bounds reached here), and a replica that could not send tells the others to re-read
- * from the table once Redis answers again. Entries are trusted only when sealed with the
- * replicas' secret: forged, altered, oversized, replayed and malformed ones are dropped and
- * counted (one log line per interval), and a sender's missing entry sends everyone to the table.
+ * The Redis fan-out between two replicas, on a real redis-server of this file's own (its parts
+ * without Redis: fanout-entries.test.ts): each gets the other's changes in order; sends in flight and the stream kept in Redis are bounded, in
+ * entries and in bytes (the bounds reached here), and a replica that could not send tells the
+ * others to re-read from the table once Redis answers again. A change larger than an entry, or
+ * past its tenant's share, crosses as a notice (another tenant's go whole). Entries are trusted
+ * only when sealed with the replicas' secret: forged, altered, oversized, replayed and malformed
+ * ones are dropped and counted (one log line per interval), and a sender's missing entry sends
+ * everyone to the table.
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { silentLogger } from '../../src/lib/logger.ts';
 import type { Change } from '../../src/streams/changes.ts';
-import { decodeChange, encodeChange } from '../../src/streams/fanout/codec.ts';
-import { type Entry, openEntry, SenderCounts, sealEntry } from '../../src/streams/fanout/entries.ts';
-import { Heartbeats } from '../../src/streams/fanout/heartbeats.ts';
+import { streamBound } from '../../src/streams/fanout/bounds.ts';
+import { encodeChange } from '../../src/streams/fanout/codec.ts';
+import { type Entry, sealEntry } from '../../src/streams/fanout/entries.ts';
+import type { Notice } from '../../src/streams/fanout/notices.ts';
 import { RedisFanout } from '../../src/streams/fanout/redis.ts';
 import { uniqueName } from '../support/aws.ts';
 import { noRedis, startRedis, type TestRedis } from '../support/redis.ts';
@@ -38,17 +41,22 @@ const event = (seq: number): Change => ({
 const SECRET = 'the-replicas-of-this-test-share-it';
 const MAX_ENTRY = 64 * 1024;
 
-function replica(prefix: string, name: string, options: { maxSendsInFlight?: number; maxLen?: number; shards?: number } = {}) {
-  const got = { changes: [] as Change[], resyncs: [] as string[], warnings: [] as string[] };
+type ReplicaSettings = { maxSendsInFlight?: number; maxLen?: number; shards?: number; entryBytes?: number; tenantBytesPerSecond?: number };
+
+function replica(prefix: string, name: string, options: ReplicaSettings = {}) {
+  const got = { changes: [] as Change[], notices: [] as Notice[], resyncs: [] as string[], warnings: [] as string[] };
   const fanout = new RedisFanout({
     url: redis.url,
     secret: SECRET,
+    entryBytes: MAX_ENTRY,
     maxEntryBytes: MAX_ENTRY,
+    tenantBytesPerSecond: 1024 * 1024 * 1024,
     shardsOwned: () => options.shards ?? 0,
     shardLeaseMs: 4_000,
     prefix,
     replicaId: name,
     onChange: (change) => got.changes.push(change),
+    onNotice: (notice) => got.notices.push(notice),
     onResync: (reason) => got.resyncs.push(reason),
     log: { ...silentLogger, warn: (line: string) => got.warnings.push(line) },
     ...options,
@@ -56,28 +64,6 @@ function replica(prefix: string, name: string, options: { maxSendsInFlight?: num
   leftovers.push(fanout);
   return { fanout, got };
 }
-
-test('a change survives the trip as it was, dates included; a foreign entry is refused with a reason', () => {
-  const changes: Change[] = [
-    event(7),
-    {
-      kind: 'run',
-      tenant: 't',
-      runId: 'r',
-      run: { id: 'r', task: 'x', status: 'RUNNING', version: 2, createdAt: new Date(1), updatedAt: new Date(2), eventShards: 1 },
-    },
-    { kind: 'budget', tenant: 't', runId: 'r', budget: { runId: 'r', cap: 5, spent: 1, remaining: 4, version: 1 } },
-    {
-      kind: 'lease',
-      tenant: 't',
-      unitId: 'u',
-      lease: { unitId: 'u', owner: 'o', token: 3, acquiredAt: new Date(3), expiresAt: new Date(4), version: 1 },
-    },
-  ];
-  for (const change of changes) expect(decodeChange(encodeChange(change))).toEqual(change);
-  expect(() => decodeChange('{"kind":"nope"}')).toThrow('not a change');
-  expect(() => decodeChange('{"kind":"event","tenant":"t","event":{"createdAt":"soon"}}')).toThrow('createdAt is not a date');
-});
 
 describe.skipIf(noRedis)('over Redis', () => {
   test("each replica gets the other's changes in order, and not its own", async () => {
@@ -135,6 +121,32 @@ describe.skipIf(noRedis)('over Redis', () => {
       // Trimmed by whole nodes of up to 100 entries (MAXLEN ~).
       expect(length).toBeGreaterThanOrEqual(1_000);
       expect(length).toBeLessThan(1_100);
+    } finally {
+      direct.disconnect();
+    }
+  });
+
+  test('the stream kept in Redis stays within its bound in bytes, whatever the size of the changes', async () => {
+    const prefix = uniqueName('fan');
+    const entryBytes = 8 * 1024;
+    const a = replica(prefix, 'a', { maxLen: 1_000, maxSendsInFlight: 10_000, entryBytes });
+    await a.fanout.start();
+    const direct = new Redis(redis.url);
+    const used = async () => Number(/used_memory:(\d+)/.exec(await direct.info('memory'))?.[1]);
+    try {
+      const before = await used();
+      /** An event whose change is `bytes` long as an entry's value. */
+      const sized = (seq: number, bytes: number): Change => {
+        const change = event(seq) as Extract<Change, { kind: 'event' }>;
+        const empty = { ...change, event: { ...change.event, payload: '' } };
+        return { ...change, event: { ...change.event, payload: 'p'.repeat(bytes - Buffer.byteLength(encodeChange(empty))) } };
+      };
+      expect(Buffer.byteLength(encodeChange(sized(1_000, entryBytes)))).toBe(entryBytes);
+      // As large as an entry may be, and every third four times larger (those go as notices).
+      for (let seq = 1_000; seq < 4_000; seq++) a.fanout.publish(sized(seq, seq % 3 ? entryBytes : 4 * entryBytes));
+      await waitFor(() => a.fanout.counts.published === 3_000, { timeoutMs: 30_000, what: 'every send' });
+      expect(a.fanout.notices.samples()).toEqual([['default', 'size', 1_000]]);
+      expect((await used()) - before).toBeLessThanOrEqual(streamBound(1_000, entryBytes));
     } finally {
       direct.disconnect();
     }
@@ -199,7 +211,7 @@ describe.skipIf(noRedis)('over Redis', () => {
     }
   });
 
-  /** Replica a publishes an event with `payload`, too large to send: it says so, and b is told to read the table. */
+  /** Replica a publishes an event with `payload`, too large for an entry: it crosses as a notice, and a is not degraded. */
   async function publishedTooLarge(payload: string) {
     const prefix = uniqueName('fan');
     const a = replica(prefix, 'a');
@@ -207,21 +219,45 @@ describe.skipIf(noRedis)('over Redis', () => {
     await Promise.all([a.fanout.start(), b.fanout.start()]);
     const small = event(1) as Extract<Change, { kind: 'event' }>;
     a.fanout.publish({ ...small, event: { ...small.event, payload } });
-    expect(a.fanout.degraded).toMatch(/could not be sent/);
-    await waitFor(() => b.got.resyncs.some((r) => /replica a could not send/.test(r)), { timeoutMs: 10_000, what: 'the resync' });
+    await waitFor(() => b.got.notices.length === 1, { timeoutMs: 10_000, what: 'the notice' });
+    expect(b.got.notices).toEqual([{ kind: 'event', tenant: 'default', id: 'r1' }]);
+    expect(a.fanout.notices.samples()).toEqual([['default', 'size', 1]]);
+    expect(a.fanout.degraded).toBeUndefined();
+    expect([b.got.resyncs, b.got.changes]).toEqual([[], []]);
     return b;
   }
 
-  test('a change too large for an entry is not sent: the others are told to read the table instead', async () => {
-    const b = await publishedTooLarge('x'.repeat(MAX_ENTRY));
-    expect(b.got.changes).toEqual([]);
+  test('a change too large for an entry crosses as a notice: the others read it from the table, nobody resyncs', async () => {
+    await publishedTooLarge('x'.repeat(MAX_ENTRY));
   });
 
-  test('an entry is measured in bytes, as the receiver measures it: one past the bound only in UTF-8 is not sent either', async () => {
+  test('an entry is measured in bytes, as the receiver measures it: one past the bound only in UTF-8 crosses as a notice too', async () => {
     // Half the bound in characters, one and a half times it in bytes.
     const b = await publishedTooLarge('あ'.repeat(MAX_ENTRY / 2));
     expect(b.fanout.dropped.oversized ?? 0).toBe(0);
-    expect(b.got.changes).toEqual([]);
+  });
+
+  test("past its share a tenant's changes cross as notices, one per thing and turn; another tenant's cross whole", async () => {
+    const prefix = uniqueName('fan');
+    // A share of 8 KiB a second: a burst of 16 KiB, about nine of these 1 KB events.
+    const a = replica(prefix, 'a', { entryBytes: 2048, tenantBytesPerSecond: 8 * 1024 });
+    const b = replica(prefix, 'b');
+    await Promise.all([a.fanout.start(), b.fanout.start()]);
+    const sized = (tenant: string, runId: string, seq: number): Change => ({
+      kind: 'event',
+      tenant,
+      runId,
+      event: { runId, seq, type: 'step', payload: 'p'.repeat(1000), createdAt: new Date(1_700_000_000_000 + seq) },
+    });
+    for (let seq = 1; seq <= 40; seq++) a.fanout.publish(sized('noisy', 'r1', seq));
+    for (let seq = 1; seq <= 5; seq++) a.fanout.publish(sized('quiet', 'r2', seq));
+    await waitFor(() => b.got.changes.filter((c) => c.tenant === 'quiet').length === 5, { timeoutMs: 10_000, what: "the quiet tenant's" });
+    const noisy = b.got.changes.filter((c) => c.tenant === 'noisy').length;
+    expect(noisy).toBeGreaterThanOrEqual(5);
+    expect(noisy).toBeLessThan(15);
+    expect(b.got.notices).toEqual([{ kind: 'event', tenant: 'noisy', id: 'r1' }]);
+    expect(a.fanout.notices.samples()).toEqual([['noisy', 'share', 40 - noisy]]);
+    expect([a.fanout.degraded, b.got.resyncs]).toEqual([undefined, []]);
   });
 
   test('heartbeats: a shard reader heard from keeps the others ready; a leaving one is forgotten at once', async () => {
@@ -234,68 +270,5 @@ describe.skipIf(noRedis)('over Redis', () => {
     expect(b.fanout.degraded).toBeUndefined();
     await a.fanout.stop();
     expect(b.fanout.degraded).toBeUndefined();
-  });
-});
-
-describe('the seal, the counts and the beats on their own', () => {
-  const SCOPE = 'runplane:t:changes';
-  const rules = { secret: SECRET, scope: SCOPE, maxValueLength: 100, maxAgeMs: 60_000, now: () => 1_000_000 };
-  const entry: Entry = { from: 'r1', n: 7, at: 1_000_000, kind: 'change', value: '{"kind":"event"}' };
-
-  test('a sealed entry opens as it was; any field changed does not', () => {
-    expect(openEntry(sealEntry(SECRET, SCOPE, entry), rules)).toEqual(entry);
-    // Sealed for another table's stream (one secret shared by two tables): not this one's.
-    expect(openEntry(sealEntry(SECRET, 'runplane:other:changes', entry), rules)).toBe('unauthenticated');
-    // Bytes as XREAD gives them open alike; an oversized field is judged by its length only.
-    expect(
-      openEntry(
-        sealEntry(SECRET, SCOPE, entry).map((field) => Buffer.from(field)),
-        rules,
-      ),
-    ).toEqual(entry);
-    for (const index of [3, 5, 7, 9, 11]) {
-      const fields = sealEntry(SECRET, SCOPE, entry);
-      fields[index] = index === 5 || index === 7 ? '8' : index === 9 ? 'resync' : `${fields[index]}x`;
-      expect(openEntry(fields, rules)).toBe('unauthenticated');
-    }
-    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, at: 1_000_000 - 61_000 }), rules)).toBe('stale');
-    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, at: 1_000_000 + 61_000 }), rules)).toBe('stale');
-    expect(openEntry(sealEntry(SECRET, SCOPE, { ...entry, value: 'x'.repeat(101) }), rules)).toBe('oversized');
-    expect(openEntry(['from', 'r1', 'c', '{}'], rules)).toBe('malformed');
-    const fields = sealEntry(SECRET, SCOPE, entry);
-    fields[13] = 'zz';
-    expect(openEntry(fields, rules)).toBe('malformed');
-  });
-
-  test('sender counts: next, repeat, gap; a sender first seen mid-way is taken as it comes', () => {
-    const counts = new SenderCounts();
-    expect([
-      counts.check('a', 5),
-      counts.check('a', 6),
-      counts.check('a', 6),
-      counts.check('a', 3),
-      counts.check('a', 9),
-      counts.check('a', 10),
-    ]).toEqual(['next', 'next', 'repeat', 'repeat', 'gap', 'next']);
-    expect(counts.check('b', 1)).toBe('next');
-  });
-
-  test('heartbeats: a shard reader quiet past the bound is silent, forgotten past the lease; a replica reading no shard is never awaited', () => {
-    let now = 0;
-    const beats = new Heartbeats({ boundMs: 3_000, forgetMs: 7_000, now: () => now });
-    beats.beat('reader', 2);
-    beats.beat('idle', 0);
-    now = 3_000;
-    expect(beats.silent()).toEqual([]);
-    now = 3_001;
-    expect(beats.silent()).toEqual(['reader']);
-    beats.beat('reader', 2);
-    expect(beats.silent()).toEqual([]);
-    now = 3_001 + 7_001;
-    expect(beats.silent()).toEqual([]);
-    beats.beat('leaving', 1);
-    beats.beat('leaving', 0);
-    now += 4_000;
-    expect(beats.silent()).toEqual([]);
   });
 });

@@ -14,8 +14,9 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 /** The entry format this version writes and reads. */
 const VERSION = 'v2';
 
-export type EntryKind = 'change' | 'resync' | 'beat';
-const KINDS: ReadonlySet<string> = new Set<EntryKind>(['change', 'resync', 'beat']);
+/** A change whole, a change's notice (fanout/notices.ts: read it from the table), a resync, a heartbeat. */
+export type EntryKind = 'change' | 'notice' | 'resync' | 'beat';
+const KINDS: ReadonlySet<string> = new Set<EntryKind>(['change', 'notice', 'resync', 'beat']);
 
 /** Why an entry was dropped. */
 export type Dropped = 'unauthenticated' | 'oversized' | 'malformed' | 'stale';
@@ -123,4 +124,40 @@ export class SenderCounts {
     if (this.last.size > MAX_SENDERS) this.last.delete(this.last.keys().next().value as string);
     return last === undefined || n === last + 1 ? 'next' : 'gap';
   }
+}
+
+/** Dropped entries are told of at most once per this long (one log line, not one per entry). */
+const DROP_LOG_MS = 10_000;
+
+/** Entries dropped unread, by why, told of in one log line per interval at most. */
+export class DroppedEntries {
+  readonly byReason: Record<Dropped | 'repeat', number> = { unauthenticated: 0, oversized: 0, malformed: 0, stale: 0, repeat: 0 };
+  private readonly sinceReport: Partial<Record<Dropped | 'repeat', number>> = {};
+  private reportedAt = 0;
+
+  constructor(private readonly warn: (line: string) => void) {}
+
+  drop(why: Dropped | 'repeat') {
+    this.byReason[why]++;
+    this.sinceReport[why] = (this.sinceReport[why] ?? 0) + 1;
+  }
+
+  /** One line for the entries dropped since the last one, unless that was within the interval. */
+  report(now = Date.now()) {
+    if (now - this.reportedAt < DROP_LOG_MS) return;
+    const said = Object.entries(this.sinceReport).filter(([, n]) => n > 0);
+    if (said.length === 0) return;
+    this.reportedAt = now;
+    this.warn(
+      `Redis: dropped ${said.map(([why, n]) => `${n} ${why}`).join(', ')} entries since the last report (not written by a replica of this table with its RUNPLANE_REDIS_SECRET, or repeated)`,
+    );
+    for (const [why] of said) this.sinceReport[why as Dropped] = 0;
+  }
+}
+
+/** Stream entry ids in order (`<ms>-<seq>`): negative when `a` comes first. */
+export function compareIds(a: string, b: string) {
+  const [am, as] = a.split('-').map(Number) as [number, number];
+  const [bm, bs] = b.split('-').map(Number) as [number, number];
+  return am - bm || as - bs;
 }

@@ -64,3 +64,13 @@ export class Heartbeats {
     return quiet;
   }
 }
+
+/** What a heartbeat says: the shards its sender reads (0 for anything else), and whether it is leaving. */
+export function beatOf(value: string): [shards: number, leaving: boolean] {
+  try {
+    const { shards, leaving } = JSON.parse(value) as { shards?: unknown; leaving?: unknown };
+    return [typeof shards === 'number' && Number.isInteger(shards) && shards >= 0 ? shards : 0, leaving === true];
+  } catch {
+    return [0, false];
+  }
+}

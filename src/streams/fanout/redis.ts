@@ -1,11 +1,14 @@
 /**
- * Fan-out between replicas over one Redis Stream. A replica appends (XADD, MAXLEN bounded)
- * every change it learns of first: its own API writes at once, and the records of the stream
- * shards it holds. It reads every other replica's from the last id it read (XREAD), so a
- * short drop loses nothing. Redis is a fast path, not the record, and not trusted: every
- * entry is sealed with the replicas' secret and counted per sender (fanout/entries.ts), so a
- * forged, altered or replayed entry is dropped and a missing one sends subscribers to the
- * table. When this replica's link breaks, its sends fail, or a shard reader goes quiet
+ * Fan-out between replicas over one Redis Stream. A replica appends (XADD, MAXLEN bounded:
+ * fanout/entry-writer.ts) every change it learns of first: its own API writes at once, and the
+ * records of the stream shards it holds. It reads every other replica's from the last id it
+ * read (XREAD: fanout/entry-reader.ts), so a short drop loses nothing. The stream is bounded in
+ * bytes (fanout/bounds.ts): a change larger than an entry may be, or whose tenant is past its
+ * share of the bytes sent (fanout/shares.ts), goes as a notice, and the replicas that receive
+ * it read it from the table (fanout/notices.ts). Redis is a fast path, not the record, and not
+ * trusted: every entry is sealed with the replicas' secret and counted per sender
+ * (fanout/entries.ts), so a forged, altered or replayed entry is dropped and a missing one
+ * sends subscribers to the table. When this replica's link breaks, its sends fail, or a shard reader goes quiet
  * (fanout/heartbeats.ts), it is degraded; once that ends its subscribers re-read from the
  * table, and if it failed to send anything, a resync entry tells every other replica to do
  * the same.
@@ -13,14 +16,14 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger.ts';
 import type { Change } from '../changes.ts';
-import { decodeChange, encodeChange } from './codec.ts';
-import { type Dropped, type EntryKind, openEntry, SenderCounts, sealEntry } from './entries.ts';
+import { compareIds } from './entries.ts';
+import { EntryReader } from './entry-reader.ts';
+import { EntryWriter, type EntryWriterOptions } from './entry-writer.ts';
 import { Heartbeats } from './heartbeats.ts';
+import type { Notice } from './notices.ts';
 
-/** Entries the stream keeps (about: trimmed by whole nodes); a replica further behind re-reads from the table. */
-export const STREAM_MAX_LEN = 100_000;
-/** Sends awaiting Redis' answer; past it a change is not sent (the replica is degraded, and resyncs everyone once Redis answers). */
-export const MAX_SENDS_IN_FLIGHT = 1_000;
+export { MAX_SENDS_IN_FLIGHT } from './entry-writer.ts';
+
 /** Entries one read takes (each held as bytes until its size is judged: a read holds at most this many). */
 const READ_COUNT = 100;
 /** How long one read waits for entries; a read unanswered for BLOCK_MS + READ_GRACE_MS means the link is gone. */
@@ -32,17 +35,13 @@ const RETRY_MS = 250;
 export const HEARTBEAT_MS = 1_000;
 /** A shard reader unheard for this long makes the others degraded. */
 export const HEARTBEAT_BOUND_MS = 3_000;
-/** An entry older than this is a replay (or a replica far behind): dropped, and the table re-read. */
-const MAX_ENTRY_AGE_MS = 60_000;
-/** Dropped entries are told of at most once per this long (one log line, not one per entry). */
-const DROP_LOG_MS = 10_000;
 
-export interface FanoutOptions {
+export interface FanoutOptions extends EntryWriterOptions {
   url: string;
   /** The replicas' shared secret: every entry is sealed with it, and one without a valid seal is dropped. */
   secret: string;
-  /** The largest entry value sent or accepted (a larger change is not sent: the others re-read from the table). */
-  maxEntryBytes: number;
+  /** The largest entry value accepted from another replica (default MAX_ENTRY_BYTES: another's settings may be larger). */
+  maxEntryBytes?: number;
   /** Stream shards this replica reads now (told in its heartbeats). */
   shardsOwned: () => number;
   /** How long a shard lease lasts: a replica unheard for longer is gone. */
@@ -52,13 +51,12 @@ export interface FanoutOptions {
   replicaId: string;
   /** A change another replica sent. */
   onChange: (change: Change) => void;
+  /** A change another replica sent as a notice: read it from the table. */
+  onNotice: (notice: Notice) => void;
   /** Changes may have been missed: subscribers re-read from the table. */
   onResync: (reason: string) => void;
   log: Logger;
-  maxSendsInFlight?: number;
-  maxLen?: number;
   heartbeatMs?: number;
-  now?: () => number;
 }
 
 export class RedisFanout {
@@ -70,22 +68,13 @@ export class RedisFanout {
   private broken: string | undefined;
   /** Changes not sent since the last resync entry. */
   private unsent = false;
-  /** Changes sent and not yet answered, or waiting for the end of this turn to be sent. */
-  private inFlight = 0;
-  /** This turn's changes (encoded), sent together once it ends (flush). */
-  private turn: string[] = [];
+  private readonly writer: EntryWriter;
+  private readonly reader: EntryReader;
   private stopped = false;
   private loop: Promise<void> | undefined;
-  /** Entries this replica has sent (each gets the next count). */
-  private sent = 0;
-  private readonly senders = new SenderCounts();
   private readonly heartbeats: Heartbeats;
   private beating: NodeJS.Timeout | undefined;
-  private readonly dropsSinceLog: Partial<Record<Dropped | 'repeat', number>> = {};
-  private dropLoggedAt = 0;
   readonly counts = { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0, dropped: 0, gaps: 0 };
-  /** Entries dropped, by why. */
-  readonly dropped: Record<Dropped | 'repeat', number> = { unauthenticated: 0, oversized: 0, malformed: 0, stale: 0, repeat: 0 };
 
   constructor(private readonly options: FanoutOptions) {
     this.key = `${options.prefix}:changes`;
@@ -94,10 +83,26 @@ export class RedisFanout {
     this.pub = new Redis(options.url, settings);
     this.sub = new Redis(options.url, settings);
     for (const client of [this.pub, this.sub]) client.on('error', () => {});
+    this.writer = new EntryWriter(this.pub, this.key, options, {
+      onSent: (count) => {
+        this.counts.published += count;
+      },
+      onUnsent: (count) => {
+        this.counts.unsent += count;
+        this.unsent = true;
+      },
+    });
     this.heartbeats = new Heartbeats({
       boundMs: HEARTBEAT_BOUND_MS,
       forgetMs: options.shardLeaseMs + HEARTBEAT_BOUND_MS,
       now: options.now,
+    });
+    this.reader = new EntryReader({
+      ...options,
+      scope: this.key,
+      heartbeats: this.heartbeats,
+      counts: this.counts,
+      resync: (reason) => this.resync(reason),
     });
   }
 
@@ -112,7 +117,17 @@ export class RedisFanout {
   }
 
   get sendsInFlight() {
-    return this.inFlight;
+    return this.writer.inFlight;
+  }
+
+  /** Entries dropped, by why. */
+  get dropped() {
+    return this.reader.dropped;
+  }
+
+  /** Changes sent as notices, by tenant and why. */
+  get notices() {
+    return this.writer.notices;
   }
 
   /** Connects and starts reading from the stream's newest entry; runs degraded (retrying) while Redis is unreachable. */
@@ -133,59 +148,15 @@ export class RedisFanout {
   /** Says this replica is alive, and how many shards it reads; a beat that cannot go makes this replica degraded. */
   private beat(shards = this.options.shardsOwned()) {
     if (this.pub.status !== 'ready') return;
-    this.send('beat', JSON.stringify({ shards })).catch(() => {
+    this.writer.send('beat', JSON.stringify({ shards })).catch(() => {
       this.counts.unsent++;
       this.unsent = true;
     });
   }
 
-  /** Sends a change to the other replicas (never waits; a change that cannot go is counted and resynced). */
+  /** Sends a change to the other replicas, whole or as a notice (never waits; a change that cannot go is counted and resynced). */
   publish(change: Change) {
-    if (this.stopped) return;
-    const limit = this.options.maxSendsInFlight ?? MAX_SENDS_IN_FLIGHT;
-    const value = encodeChange(change);
-    // Too large for an entry (an item written around the API can be): the others read it from the table.
-    // Measured in bytes, as the receivers measure it (the Buffer Redis hands them).
-    if (this.pub.status !== 'ready' || this.inFlight >= limit || Buffer.byteLength(value) > this.options.maxEntryBytes) {
-      this.counts.unsent++;
-      this.unsent = true;
-      return;
-    }
-    this.inFlight++;
-    if (this.turn.push(value) === 1) queueMicrotask(() => this.flush());
-  }
-
-  /**
-   * Sends this turn's changes in one MULTI: Redis adds them at once, so another replica reading
-   * along reads them in one XREAD and hands them to its feeds in one turn. The rows a transaction
-   * updated (a cancel's run, claim and budget) then reach a runChanged subscriber there as one
-   * state, as on this replica. Best effort: a reader READ_COUNT entries behind may split them.
-   */
-  private flush() {
-    const values = this.turn;
-    this.turn = [];
-    const sent = values.length === 1 ? this.send('change', values[0] as string) : this.sendTogether(values);
-    sent
-      .then(
-        () => {
-          this.counts.published += values.length;
-        },
-        () => {
-          this.counts.unsent += values.length;
-          this.unsent = true;
-        },
-      )
-      .finally(() => {
-        this.inFlight -= values.length;
-      });
-  }
-
-  private async sendTogether(values: string[]) {
-    const multi = this.pub.multi();
-    for (const value of values) multi.xadd(this.key, 'MAXLEN', '~', this.maxLen, '*', ...this.sealed('change', value));
-    const results = await multi.exec();
-    const failed = results === null ? new Error('the MULTI was discarded') : results.find(([err]) => err)?.[0];
-    if (failed) throw failed;
+    if (!this.stopped) this.writer.publish(change);
   }
 
   /** Tells every other replica to re-read from the table (sent with the next read, retried until Redis takes it). */
@@ -217,26 +188,12 @@ export class RedisFanout {
     clearInterval(this.beating);
     // Leaving: the others count one replica fewer at once, and expect no more beats from it.
     await Promise.race([
-      this.send('beat', JSON.stringify({ shards: 0, leaving: true })).catch(() => {}),
+      this.writer.send('beat', JSON.stringify({ shards: 0, leaving: true })).catch(() => {}),
       new Promise((r) => setTimeout(r, 500)),
     ]);
     this.sub.disconnect();
     await this.loop;
     this.pub.disconnect();
-  }
-
-  private get maxLen() {
-    return this.options.maxLen ?? STREAM_MAX_LEN;
-  }
-
-  /** The next entry's fields, sealed (each entry takes the next count). */
-  private sealed(kind: EntryKind, value: string) {
-    const entry = { from: this.options.replicaId, n: ++this.sent, at: (this.options.now ?? Date.now)(), kind, value };
-    return sealEntry(this.options.secret, this.key, entry);
-  }
-
-  private send(kind: EntryKind, value: string) {
-    return this.pub.xadd(this.key, 'MAXLEN', '~', this.maxLen, '*', ...this.sealed(kind, value));
   }
 
   private breaks(err: unknown) {
@@ -260,16 +217,18 @@ export class RedisFanout {
         this.options.log.info('Redis: link back; subscribers re-read from the table');
         this.resync('the link to Redis was down');
       }
-      if (this.unsent && this.inFlight === 0) {
+      if (this.unsent && this.writer.inFlight === 0) {
         // Everyone re-reads what this replica could not send.
-        await this.send('resync', this.options.replicaId).then(
+        await this.writer.send('resync', this.options.replicaId).then(
           () => {
             this.unsent = false;
           },
           () => {},
         );
       }
-      this.handle(batch);
+      const last = batch[batch.length - 1];
+      if (last) this.lastId = last[0];
+      this.reader.handle(batch);
       if (batch.length === READ_COUNT) await this.checkTrimmed(batch);
     }
   }
@@ -296,72 +255,6 @@ export class RedisFanout {
     }
   }
 
-  private handle(batch: [string, Buffer[]][]) {
-    const rules = {
-      secret: this.options.secret,
-      scope: this.key,
-      maxValueLength: this.options.maxEntryBytes,
-      maxAgeMs: MAX_ENTRY_AGE_MS,
-      now: this.options.now,
-    };
-    for (const [id, fields] of batch) {
-      this.lastId = id;
-      const entry = openEntry(fields, rules);
-      if (typeof entry === 'string') {
-        // Not a replica's (forged, altered, replayed, too large): it never reaches a feed.
-        this.drop(entry);
-        continue;
-      }
-      if (entry.from === this.options.replicaId) continue;
-      const order = this.senders.check(entry.from, entry.n);
-      if (order === 'repeat') {
-        this.drop('repeat');
-        continue;
-      }
-      this.counts.consumed++;
-      this.counts.lagMs = Math.max(0, Date.now() - Number(id.split('-')[0]));
-      if (order === 'gap') {
-        // Some of its entries never arrived (dropped, deleted, unsent): what they said is in the table.
-        this.counts.gaps++;
-        this.resync(`entries from replica ${entry.from} were lost in Redis`);
-      }
-      if (entry.kind === 'beat') this.heartbeats.beat(entry.from, ...beatOf(entry.value));
-      else if (entry.kind === 'resync') this.resync(`replica ${entry.from} could not send some changes`);
-      else {
-        let change: Change;
-        try {
-          change = decodeChange(entry.value);
-        } catch {
-          // Sealed by a replica yet not a change this version reads (another version mid-upgrade): re-read from the table.
-          this.drop('malformed');
-          this.resync(`an entry of replica ${entry.from} could not be read`);
-          continue;
-        }
-        this.options.onChange(change);
-      }
-    }
-    this.logDrops();
-  }
-
-  private drop(why: Dropped | 'repeat') {
-    this.dropped[why]++;
-    this.counts.dropped++;
-    this.dropsSinceLog[why] = (this.dropsSinceLog[why] ?? 0) + 1;
-  }
-
-  /** One line per interval for the entries dropped in it. */
-  private logDrops() {
-    const now = Date.now();
-    if (now - this.dropLoggedAt < DROP_LOG_MS) return;
-    const said = Object.entries(this.dropsSinceLog).filter(([, n]) => n > 0);
-    if (said.length === 0) return;
-    this.dropLoggedAt = now;
-    this.options.log.warn(
-      `Redis: dropped ${said.map(([why, n]) => `${n} ${why}`).join(', ')} entries since the last report (not written by a replica of this table with its RUNPLANE_REDIS_SECRET, or repeated)`,
-    );
-    for (const [why] of said) this.dropsSinceLog[why as Dropped] = 0;
-  }
-
   /**
    * After a full read (this replica is behind): if the read began at the oldest entry Redis still
    * keeps, or past it, entries before it may have been trimmed unread.
@@ -375,21 +268,5 @@ export class RedisFanout {
   private resync(reason: string) {
     this.counts.resyncs++;
     this.options.onResync(reason);
-  }
-}
-
-function compareIds(a: string, b: string) {
-  const [am, as] = a.split('-').map(Number) as [number, number];
-  const [bm, bs] = b.split('-').map(Number) as [number, number];
-  return am - bm || as - bs;
-}
-
-/** What a heartbeat says: the shards its sender reads (0 for anything else), and whether it is leaving. */
-function beatOf(value: string): [shards: number, leaving: boolean] {
-  try {
-    const { shards, leaving } = JSON.parse(value) as { shards?: unknown; leaving?: unknown };
-    return [typeof shards === 'number' && Number.isInteger(shards) && shards >= 0 ? shards : 0, leaving === true];
-  } catch {
-    return [0, false];
   }
 }
