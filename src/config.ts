@@ -17,14 +17,20 @@ import { DEFAULT_MAX_OUTPUT_LENGTH, DEFAULT_OUTPUT_FLUSH_BYTES, DEFAULT_OUTPUT_F
 import { parseKeys } from './http/api-keys.ts';
 import { isOrigin } from './http/browsers.ts';
 import type { ConnectionLimits } from './http/connections.ts';
+import {
+  DEFAULT_ENTRY_BYTES,
+  DEFAULT_STREAM_LENGTH,
+  DEFAULT_TENANT_BYTES_PER_SECOND,
+  MAX_ENTRY_BYTES,
+  TRIM_NODE_ENTRIES,
+} from './streams/fanout/bounds.ts';
 
-const port = (fallback: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, 'must be a whole number from 0 to 65535')
-    .transform(Number)
-    .refine((n) => n <= 65535, 'must be a whole number from 0 to 65535')
-    .default(fallback);
+const portNumber = z
+  .string()
+  .regex(/^\d+$/, 'must be a whole number from 0 to 65535')
+  .transform(Number)
+  .refine((n) => n <= 65535, 'must be a whole number from 0 to 65535');
+const port = (fallback: number) => portNumber.default(fallback);
 
 /** The spellings every boolean variable takes, in any case (zod's stringbool; listed here, not left to its defaults, so the README and the error say what is taken). */
 export const TRUE_SPELLINGS = ['true', '1', 'yes', 'on', 'y', 'enabled'] as const;
@@ -73,7 +79,12 @@ const env = z.object({
     .regex(/^[a-z0-9-]+$/, 'must be a region name such as us-east-1')
     .optional(),
   AWS_ACCESS_KEY_ID: z.string().optional(),
-  RUNPLANE_ENGINE_PORT: port(0),
+  AWS_SECRET_ACCESS_KEY: z.string().optional(),
+  RUNPLANE_ENGINE_PORT: portNumber.optional(),
+  RUNPLANE_ENGINE_ALLOWED_HOSTS: list(
+    z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'must be host names such as db.internal, comma-separated'),
+  ).default([]),
+  RUNPLANE_ENGINE_CORS: flag.default(false),
   RUNPLANE_DATA_DIR: z.string().min(1, 'must not be empty').default('.runplane/data'),
   RUNPLANE_IN_MEMORY: flag.default(false),
   RUNPLANE_ENGINE_PARTITION_LIMITS: flag.default(false),
@@ -117,6 +128,12 @@ const env = z.object({
   RUNPLANE_MAX_PAGE_SIZE: whole(1, 10_000).default(500),
   RUNPLANE_MAX_QUERY_COST: whole(100, 100_000_000).default(100_000),
   RUNPLANE_MAX_RESPONSE_BYTES: whole(64 * 1024, 1024 * 1024 * 1024).default(16 * 1024 * 1024),
+  RUNPLANE_MAX_REQUEST_READS: whole(10, 10_000_000).default(1_000),
+  RUNPLANE_READS_IN_FLIGHT: whole(1, 100_000).default(64),
+  RUNPLANE_TENANT_READS_IN_FLIGHT: whole(1, 100_000).default(8),
+  RUNPLANE_MAX_OUTPUT_STREAMS: whole(1, 10_000).default(64),
+  RUNPLANE_COST_IN_FLIGHT: whole(100, 1_000_000_000).optional(),
+  RUNPLANE_TENANT_COST_IN_FLIGHT: whole(100, 1_000_000_000).optional(),
   RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION: whole(1, 100_000).default(100),
   RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT: whole(1, 10_000_000).default(2_000),
   RUNPLANE_MAX_CONNECTIONS_PER_TENANT: whole(1, 10_000_000).default(500),
@@ -143,6 +160,9 @@ const env = z.object({
     .min(32, 'must be at least 32 characters (every replica of the table has the same one: openssl rand -hex 32)')
     .optional(),
   RUNPLANE_SHARD_LEASE_SECONDS: whole(2, 300).default(10),
+  RUNPLANE_REDIS_ENTRY_BYTES: whole(1024, MAX_ENTRY_BYTES).default(DEFAULT_ENTRY_BYTES),
+  RUNPLANE_REDIS_STREAM_LENGTH: whole(TRIM_NODE_ENTRIES, 10_000_000).default(DEFAULT_STREAM_LENGTH),
+  RUNPLANE_REDIS_TENANT_BYTES_PER_SECOND: whole(0, 1024 * 1024 * 1024).default(DEFAULT_TENANT_BYTES_PER_SECOND),
   RUNPLANE_REPLICA_ID: z.string().regex(ID_PATTERN, 'must be 1 to 128 letters, digits and . _ : - (not first)').optional(),
 });
 
@@ -162,13 +182,20 @@ export interface Config {
     readonly localCredentials: boolean;
   };
   readonly engine: {
-    readonly port: number;
+    /** Absent: no port; the engine answers this process only. */
+    readonly port?: number;
+    /** Host names its port serves besides loopback ones, whether it serves browsers, whose signatures it requires. */
+    readonly allowedHosts: readonly string[];
+    readonly cors: boolean;
+    readonly credentials?: { readonly accessKeyId: string; readonly secretAccessKey: string };
     /** Absent: in memory. */
     readonly dataDir?: string;
     /** DynamoDB's per-partition throughput limits in the embedded engine (absent: off). */
     readonly partitionLimits?: { readonly writeUnits: number; readonly readUnits: number };
   };
   readonly limits: Limits;
+  /** Table reads in flight for requests and feeds, in all and per tenant (store/read-shares.ts). */
+  readonly reads: { readonly total: number; readonly perTenant: number };
   /** What one client may hold open, and how long it may take to send. */
   readonly connections: ConnectionLimits;
   /** How long a run's live feed waits for a missing seq before it says so and moves on. */
@@ -201,6 +228,12 @@ export interface Config {
     readonly redisSecret: string;
     readonly replicaId: string;
     readonly shardLeaseSeconds: number;
+    /** The largest change sent whole through Redis; a larger one goes as a notice (read from the table). */
+    readonly entryBytes: number;
+    /** Entries the Redis Stream keeps: with entryBytes, its bound in bytes (streams/fanout/bounds.ts). */
+    readonly streamLength: number;
+    /** Bytes each tenant may send through Redis each second, per replica; past it its changes go as notices. */
+    readonly tenantBytesPerSecond: number;
   };
 }
 
@@ -210,6 +243,16 @@ const isLoopback = (url: string) => {
   const { hostname } = new URL(url);
   return hostname === 'localhost' || hostname === '[::1]' || /^127\./.test(hostname);
 };
+
+/** What the embedded engine's port checks signatures against: both variables, or neither. */
+function engineCredentials(accessKeyId: string | undefined, secretAccessKey: string | undefined) {
+  if (accessKeyId && secretAccessKey) return { accessKeyId, secretAccessKey };
+  if (accessKeyId || secretAccessKey)
+    throw new ConfigError(
+      `bad configuration:\n  ${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} is set without ${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'}: set both (the embedded engine's port then requires requests signed with them), or neither`,
+    );
+  return undefined;
+}
 
 export function loadConfig(source: Record<string, string | undefined>): Config {
   const given = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ''));
@@ -258,6 +301,11 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     },
     engine: {
       port: e.RUNPLANE_ENGINE_PORT,
+      allowedHosts: e.RUNPLANE_ENGINE_ALLOWED_HOSTS,
+      cors: e.RUNPLANE_ENGINE_CORS,
+      // Only a port takes signed requests: in process, nothing is signed.
+      credentials:
+        !endpoint && e.RUNPLANE_ENGINE_PORT !== undefined ? engineCredentials(e.AWS_ACCESS_KEY_ID, e.AWS_SECRET_ACCESS_KEY) : undefined,
       dataDir: e.RUNPLANE_IN_MEMORY ? undefined : resolve(e.RUNPLANE_DATA_DIR),
       partitionLimits: e.RUNPLANE_ENGINE_PARTITION_LIMITS
         ? { writeUnits: e.RUNPLANE_ENGINE_PARTITION_WCU, readUnits: e.RUNPLANE_ENGINE_PARTITION_RCU }
@@ -268,7 +316,16 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
       maxPageSize: e.RUNPLANE_MAX_PAGE_SIZE,
       maxQueryCost: e.RUNPLANE_MAX_QUERY_COST,
       maxResponseBytes: e.RUNPLANE_MAX_RESPONSE_BYTES,
+      maxRequestReads: e.RUNPLANE_MAX_REQUEST_READS,
+      maxOutputStreams: e.RUNPLANE_MAX_OUTPUT_STREAMS,
+      // Room for four operations as costly as the limit at once, one of them a tenant's.
+      costInFlight: e.RUNPLANE_COST_IN_FLIGHT ?? 4 * e.RUNPLANE_MAX_QUERY_COST,
+      tenantCostInFlight: Math.min(
+        e.RUNPLANE_TENANT_COST_IN_FLIGHT ?? e.RUNPLANE_MAX_QUERY_COST,
+        e.RUNPLANE_COST_IN_FLIGHT ?? 4 * e.RUNPLANE_MAX_QUERY_COST,
+      ),
     },
+    reads: { total: e.RUNPLANE_READS_IN_FLIGHT, perTenant: Math.min(e.RUNPLANE_TENANT_READS_IN_FLIGHT, e.RUNPLANE_READS_IN_FLIGHT) },
     connections: {
       maxSubscriptionsPerConnection: e.RUNPLANE_MAX_SUBSCRIPTIONS_PER_CONNECTION,
       maxSubscriptionsPerTenant: e.RUNPLANE_MAX_SUBSCRIPTIONS_PER_TENANT,
@@ -307,6 +364,9 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
           redisSecret: e.RUNPLANE_REDIS_SECRET as string,
           replicaId,
           shardLeaseSeconds: e.RUNPLANE_SHARD_LEASE_SECONDS,
+          entryBytes: e.RUNPLANE_REDIS_ENTRY_BYTES,
+          streamLength: e.RUNPLANE_REDIS_STREAM_LENGTH,
+          tenantBytesPerSecond: e.RUNPLANE_REDIS_TENANT_BYTES_PER_SECOND,
         }
       : undefined,
   };

@@ -4,16 +4,17 @@ import type { Plugin as EnvelopPlugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
 import type { Change } from './domain/change.ts';
 import type { Principal } from './domain/principal.ts';
-import { type Engine, startEngine } from './engine/index.ts';
+import { type EmbeddedEngine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
 import { type App, buildApp } from './http/app.ts';
 import { DocumentCache } from './http/document-cache.ts';
+import { costShares } from './http/guards.ts';
 import { metricsOf } from './http/metrics.ts';
 import { consoleLogger, type Logger } from './lib/logger.ts';
 import type { Connection, Context } from './schema/context.ts';
 import { schema } from './schema/index.ts';
 import { responseLimit } from './schema/response-limit.ts';
-import { createStores, type Stores } from './store/index.ts';
+import { createStores, ReadShares, RequestReads, type Stores } from './store/index.ts';
 import { createShardLeases } from './store/leases/shards.ts';
 import { ThrottleCounts, type ThrottleRetry } from './store/throttles.ts';
 import { topics } from './streams/changes.ts';
@@ -32,7 +33,8 @@ export interface RunningServer extends AsyncDisposable {
   app: App;
   /** The DynamoDB endpoint in use (the embedded engine's when there is one). */
   dynamodbEndpoint: string | undefined;
-  engine: Engine | undefined;
+  /** The embedded engine (its `endpoint` only with RUNPLANE_ENGINE_PORT). */
+  engine: EmbeddedEngine | undefined;
   live: Live;
   /** The stores (their writes publish to subscribers as they land; tests wait on their background work). */
   stores: Stores;
@@ -70,17 +72,30 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const apiKeys = createApiKeys(config.auth, log);
   const engine = config.dynamodb.embedded
     ? await startEngine({
+        // A port only when asked for: this process reaches its engine without one.
+        listen: config.engine.port !== undefined,
         port: config.engine.port,
         host: '127.0.0.1',
         dataDir: config.engine.dataDir,
         partitionLimits: config.engine.partitionLimits,
+        allowedHosts: config.engine.allowedHosts,
+        cors: config.engine.cors,
+        credentials: config.engine.credentials,
+        settingNames: { allowedHosts: 'RUNPLANE_ENGINE_ALLOWED_HOSTS', cors: 'RUNPLANE_ENGINE_CORS' },
       })
     : undefined;
+  if (engine?.endpoint && !config.engine.credentials) {
+    log.warn(
+      `the embedded engine's port ${engine.endpoint} takes requests from any local process (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to require requests signed with them)`,
+    );
+  }
   const clients = createClients({
-    endpoint: engine?.endpoint ?? config.dynamodb.endpoint,
+    // Without a port, an address never dialled: requests are handed to the engine in this process.
+    endpoint: engine ? (engine.endpoint ?? 'http://in-process.localhost') : config.dynamodb.endpoint,
     streamsEndpoint: engine ? undefined : config.dynamodb.streamsEndpoint,
     region: config.dynamodb.region,
-    credentials: config.dynamodb.localCredentials ? { accessKeyId: 'local', secretAccessKey: 'local' } : undefined,
+    // In process nothing is signed: the environment's credentials are for the engine's port.
+    credentials: engine || config.dynamodb.localCredentials ? { accessKeyId: 'local', secretAccessKey: 'local' } : undefined,
     inProcess: engine?.answer,
   });
   let live: Live | undefined;
@@ -103,10 +118,13 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       throttleRetry: options.throttleRetry,
     };
     const stores = createStores(storeDeps);
+    // Requests' and feeds' table reads in flight, shared fairly between tenants.
+    const readShares = new ReadShares(config.reads);
     live = await startLive({
       clients,
       tableName: config.table,
       stores,
+      readShares,
       poll: options.poll,
       log,
       gapWaitMs: config.gapWaitMs,
@@ -128,6 +146,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         live?.hub.subscribe(topics.run(tenant, runId), { change: changed, resync: changed }) ?? (() => undefined),
       publish: (change) => live?.publish(change),
       ...config.output,
+      maxStreamsPerRun: config.limits.maxOutputStreams,
       log,
     });
     output = writer;
@@ -141,6 +160,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     watcher.start();
     const feeds = live;
     const sendBuffers = { held: 0 };
+    // What executes at once, by cost: one tenant's costly queries run a few at a time, not all at once.
+    const executing = costShares(config.limits.costInFlight, config.limits.tenantCostInFlight);
     const documents = new DocumentCache(config.documentCacheBytes);
     const tableReady = readinessProbe(clients, config.table);
     const replicas = live.replicas;
@@ -154,6 +175,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       output: writer,
       limits: config.limits,
       response: responseLimit(config.limits.maxResponseBytes),
+      reads: new RequestReads(tenant, readShares, config.limits.maxRequestReads),
       connection,
     });
     const app = buildApp({
@@ -171,7 +193,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       limits: config.limits,
       connections: config.connections,
       log,
-      metrics: metricsOf({ appends: stores.events.counters, live, sendBuffers, documents, stalls: watcher.counts, throttles }),
+      metrics: metricsOf({
+        appends: stores.events.counters,
+        live,
+        sendBuffers,
+        documents,
+        stalls: watcher.counts,
+        throttles,
+        reads: readShares,
+        executing,
+        output: writer,
+      }),
+      costShares: executing,
       availabilityOf,
       sendBuffers,
       plugins: options.plugins,

@@ -11,10 +11,25 @@ describe('configuration from the environment', () => {
       host: '127.0.0.1',
       table: 'runplane',
       dynamodb: { embedded: true, createTable: true, localCredentials: true, region: 'us-east-1' },
-      engine: { port: 0, dataDir: resolve('.runplane/data') },
+      engine: { dataDir: resolve('.runplane/data'), allowedHosts: [], cors: false },
       limits: { maxPayloadBytes: 65536 },
       graphiql: true,
     });
+    // No port: the engine answers this process only.
+    expect(config.engine.port).toBeUndefined();
+  });
+
+  test("the embedded engine's port: RUNPLANE_ENGINE_PORT, its names, and the credentials it checks signatures against", () => {
+    expect(loadConfig({ RUNPLANE_ENGINE_PORT: '0' }).engine).toMatchObject({ port: 0, credentials: undefined });
+    expect(loadConfig({ RUNPLANE_ENGINE_ALLOWED_HOSTS: 'tools.internal, db' }).engine.allowedHosts).toEqual(['tools.internal', 'db']);
+    const signed = { RUNPLANE_ENGINE_PORT: '8000', AWS_ACCESS_KEY_ID: 'id', AWS_SECRET_ACCESS_KEY: 'secret' };
+    expect(loadConfig(signed).engine.credentials).toEqual({ accessKeyId: 'id', secretAccessKey: 'secret' });
+    // Without a port, or with another endpoint, there is nothing to sign for.
+    expect(loadConfig({ ...signed, RUNPLANE_ENGINE_PORT: undefined }).engine.credentials).toBeUndefined();
+    expect(() => loadConfig({ RUNPLANE_ENGINE_PORT: '0', AWS_ACCESS_KEY_ID: 'id' })).toThrow(
+      'AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY',
+    );
+    expect(() => loadConfig({ RUNPLANE_ENGINE_ALLOWED_HOSTS: 'db:8000' })).toThrow('RUNPLANE_ENGINE_ALLOWED_HOSTS="db:8000"');
   });
 
   test('an endpoint on this machine gets its table created; a remote one uses the default credential chain', () => {
@@ -79,6 +94,25 @@ describe('configuration from the environment', () => {
     ).toEqual({ writeUnits: 20, readUnits: 60 });
   });
 
+  test("Redis fan-out's bounds: an entry's bytes, the stream's length, each tenant's bytes a second; bad ones named", () => {
+    const redis = { RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REDIS_SECRET: 'a-secret-of-at-least-thirty-two-characters' };
+    expect(loadConfig(redis).replicas).toMatchObject({ entryBytes: 8192, streamLength: 5000, tenantBytesPerSecond: 1024 * 1024 });
+    expect(
+      loadConfig({
+        ...redis,
+        RUNPLANE_REDIS_ENTRY_BYTES: '2048',
+        RUNPLANE_REDIS_STREAM_LENGTH: '1000',
+        RUNPLANE_REDIS_TENANT_BYTES_PER_SECOND: '0',
+      }).replicas,
+    ).toMatchObject({ entryBytes: 2048, streamLength: 1000, tenantBytesPerSecond: 0 });
+    expect(() => loadConfig({ ...redis, RUNPLANE_REDIS_ENTRY_BYTES: '2000000' })).toThrow(
+      'RUNPLANE_REDIS_ENTRY_BYTES="2000000": must be a whole number from 1024 to 1048576',
+    );
+    expect(() => loadConfig({ ...redis, RUNPLANE_REDIS_STREAM_LENGTH: '10' })).toThrow(
+      'RUNPLANE_REDIS_STREAM_LENGTH="10": must be a whole number from 100 to 10000000',
+    );
+  });
+
   test('every bad value is named at once', () => {
     expect(() => loadConfig({ PORT: 'x', RUNPLANE_TABLE: '!' })).toThrow(/PORT[\s\S]*RUNPLANE_TABLE/);
   });
@@ -139,6 +173,7 @@ describe('switches: every boolean variable takes the same spellings', () => {
   const switches: [name: string, read: (env: Record<string, string>) => boolean, unset: boolean][] = [
     ['RUNPLANE_IN_MEMORY', (env) => loadConfig(env).engine.dataDir === undefined, false],
     ['RUNPLANE_ENGINE_PARTITION_LIMITS', (env) => loadConfig(env).engine.partitionLimits !== undefined, false],
+    ['RUNPLANE_ENGINE_CORS', (env) => loadConfig(env).engine.cors, false],
     ['RUNPLANE_GRAPHIQL', (env) => loadConfig(env).graphiql, true],
     ['RUNPLANE_CONSOLE', (env) => loadConfig(env).console, true],
     ['RUNPLANE_INTROSPECTION', (env) => loadConfig(env).introspection, true],

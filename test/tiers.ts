@@ -43,6 +43,8 @@ export const tiers = {
     'test/streams/poller.test.ts',
     'test/schema/group-commit.test.ts',
     'test/http/limits.test.ts',
+    // Random documents against a run made to read as much as it can.
+    'test/http/read-cost.test.ts',
     // Clients that read nothing, against megabytes of real answers.
     'test/http/unread-responses.test.ts',
     'test/http/unread-sockets.test.ts',
@@ -51,6 +53,7 @@ export const tiers = {
     'test/client/streams.test.ts',
     'test/client/lease.test.ts',
     'test/schema/claims.test.ts',
+    'test/schema/stall-fairness.test.ts',
     'test/schema/late-holes.test.ts',
   ],
   e2e: [

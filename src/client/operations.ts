@@ -10,7 +10,7 @@ const RunFields = graphql(
   `fragment RunFields on Run { id task status version createdAt updatedAt eventShards budget { ...BudgetFields } claim { id runId holder token acquiredAt expiresAt version } }`,
   [BudgetFields],
 );
-const EventFields = graphql(`fragment EventFields on Event { id runId seq type payload createdAt late missingBefore { from to } }`);
+const EventFields = graphql(`fragment EventFields on Event { id runId seq type payload createdAt origin late missingBefore { from to } }`);
 const LeaseFields = graphql(`fragment LeaseFields on Lease { id unitId owner token acquiredAt expiresAt version }`);
 const IdempotencyConflictFields = graphql(`fragment IdempotencyConflictFields on IdempotencyConflict { message key operation }`);
 /** ClaimLost's holder and token are null when nobody holds the run: aliased, so they sit beside RunClaim's non-null ones. */

@@ -53,8 +53,9 @@ export function runEvents(deps: StreamDeps, runId: string, options: RunEventsOpt
         const page = run?.events.edges.map((edge) => edge.node) ?? [];
         for (const row of page) if (row.seq <= hole.to) yield row;
         const last = page.at(-1)?.seq ?? hole.to;
-        // A short page, or one reaching past the hole: the rest of the hole is not in the table.
-        after = page.length < first || !run?.events.pageInfo.hasNextPage ? hole.to : last;
+        // The run's last page, or one reaching past the hole: the rest of the hole is not in the table.
+        // A short page with more to come stopped where the server's reads did (large events): go on after it.
+        after = !run?.events.pageInfo.hasNextPage ? hole.to : last;
       }
     }
   }

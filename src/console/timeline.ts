@@ -7,7 +7,7 @@
 import type { RunEvent, Runplane } from '../client/index.ts';
 import { operations } from '../client/index.ts';
 import { fill, h } from './dom.ts';
-import { json, preview, SERVER_EVENT_TYPES, time } from './format.ts';
+import { json, preview, time } from './format.ts';
 
 export const ROW_HEIGHT = 28;
 const PAGE = 200;
@@ -37,6 +37,12 @@ export class Timeline {
   private items: Item[] = [];
   private hasBefore = false;
   private hasAfter = false;
+  /**
+   * Where the next page after (before) the window starts, as the last page said: past what it read,
+   * which a filtered page may have read beyond its last event. Unset: from the window's edge event.
+   */
+  private afterCursor: string | undefined;
+  private beforeCursor: string | undefined;
   private loading = false;
   private generation = 0;
   private types: string[] | undefined;
@@ -92,6 +98,7 @@ export class Timeline {
     if (event.seq <= last) return;
     const following = this.atEnd();
     this.items.push({ event, cursor: cursorOf(event.seq) });
+    this.afterCursor = undefined;
     this.trimFront();
     if (following) this.scrollToEnd();
     else this.draw();
@@ -113,6 +120,7 @@ export class Timeline {
     this.items = loaded.items;
     this.hasBefore = loaded.hasBefore;
     this.hasAfter = loaded.hasAfter;
+    this.afterCursor = this.beforeCursor = undefined;
     this.selected = undefined;
     fill(this.detail);
   }
@@ -126,6 +134,9 @@ export class Timeline {
         items: events.edges.map((edge) => ({ event: edge.node as RunEvent, cursor: edge.cursor })),
         hasNext: events.pageInfo.hasNextPage,
         hasPrevious: events.pageInfo.hasPreviousPage,
+        // Where the next page starts: past the last event, or (a filtered page that found none) past what was read.
+        endCursor: events.pageInfo.endCursor ?? undefined,
+        startCursor: events.pageInfo.startCursor ?? undefined,
       };
     } catch (err) {
       this.options.onError(`Loading events failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -146,10 +157,11 @@ export class Timeline {
     this.loading = true;
     const generation = this.generation;
     try {
-      const page = await this.fetch({ first: PAGE, after: this.items.at(-1)?.cursor });
+      const page = await this.fetch({ first: PAGE, after: this.afterCursor ?? this.items.at(-1)?.cursor });
       if (!page || generation !== this.generation) return;
       this.items.push(...page.items);
       this.hasAfter = page.hasNext;
+      this.afterCursor = page.endCursor;
       this.trimFront();
       if (!this.hasAfter) this.options.onReachedEnd?.();
     } finally {
@@ -163,14 +175,16 @@ export class Timeline {
     this.loading = true;
     const generation = this.generation;
     try {
-      const page = await this.fetch({ last: PAGE, before: this.items[0]?.cursor });
+      const page = await this.fetch({ last: PAGE, before: this.beforeCursor ?? this.items[0]?.cursor });
       if (!page || generation !== this.generation) return;
       this.items.unshift(...page.items);
       this.hasBefore = page.hasPrevious;
+      this.beforeCursor = page.startCursor;
       this.viewport.scrollTop += page.items.length * ROW_HEIGHT;
       if (this.items.length > MAX_WINDOW) {
         this.items.length = MAX_WINDOW;
         this.hasAfter = true;
+        this.afterCursor = undefined;
       }
       this.selected = undefined;
     } finally {
@@ -185,6 +199,7 @@ export class Timeline {
     if (excess <= 0) return;
     this.items.splice(0, excess);
     this.hasBefore = true;
+    this.beforeCursor = undefined;
     this.selected = this.selected === undefined || this.selected < excess ? undefined : this.selected - excess;
     this.spacer.style.height = `${this.items.length * ROW_HEIGHT}px`;
     this.viewport.scrollTop -= excess * ROW_HEIGHT;
@@ -234,7 +249,7 @@ export class Timeline {
     const { event } = item;
     fill(
       this.detail,
-      h('h3', {}, `Event #${event.seq} · ${event.type}${SERVER_EVENT_TYPES.has(event.type) ? ' (written by the server)' : ''}`),
+      h('h3', {}, `Event #${event.seq} · ${event.type}${event.origin === 'SERVER' ? ' (written by the server)' : ''}`),
       h('p', {}, `Written ${time(event.createdAt)}`),
       h('pre', { class: 'json' }, json(event.payload)),
     );
@@ -242,11 +257,11 @@ export class Timeline {
 }
 
 /**
- * An event's type, whole on hover, marked when the server wrote it: only the server writes those
- * types (appendEvent refuses them and types spelled to look like them), so no agent's row has the mark.
+ * An event's type, whole on hover, marked when the server wrote it: by the origin the server
+ * records, never by the type's name (a client's type may be spelled to look like the server's).
  */
-function typeOf({ type }: RunEvent) {
-  if (!SERVER_EVENT_TYPES.has(type)) return h('span', { class: 'type', title: type }, type);
+function typeOf({ type, origin }: RunEvent) {
+  if (origin !== 'SERVER') return h('span', { class: 'type', title: type }, type);
   return h(
     'span',
     { class: 'type by-server', title: `${type}: written by the server` },

@@ -175,8 +175,44 @@ export class OutputTooLong extends DomainError {
 
 /** Output waits to be stored past what the server holds (DynamoDB is not taking it): retry once it drains. */
 export class OutputBacklog extends DomainError {
-  constructor(readonly stream: string) {
-    super(`output stream ${stream} has more text waiting to be stored than the server holds; retry in a moment`);
+  constructor(
+    readonly stream: string,
+    /** Whose share is full: the stream's, the tenant's, or the server's. */
+    readonly full: 'stream' | 'tenant' | 'server' = 'server',
+  ) {
+    super(
+      full === 'tenant'
+        ? `output stream ${stream}: this tenant has more output waiting to be stored than its share of the server; retry in a moment`
+        : `output stream ${stream} has more text waiting to be stored than the server holds; retry in a moment`,
+    );
+  }
+}
+
+/** A run has as many output streams as one run may (RUNPLANE_MAX_OUTPUT_STREAMS): a new stream is refused. */
+export class OutputStreamLimit extends DomainError {
+  constructor(
+    readonly stream: string,
+    readonly limit: number,
+  ) {
+    super(
+      `output stream ${stream}: the run has ${limit} output streams, as many as a run may have (RUNPLANE_MAX_OUTPUT_STREAMS); nothing was written`,
+    );
+  }
+}
+
+/** A tenant has more table reads waiting than the server holds for one tenant: retry in a moment. */
+export class ReadsWaiting extends DomainError {
+  constructor(readonly limit: number) {
+    super(`this tenant has ${limit} table reads waiting already (its share of the server's reads in flight is taken); retry in a moment`);
+  }
+}
+
+/** A request would read the table more often than one request may (RUNPLANE_MAX_REQUEST_READS). */
+export class TooManyReads extends DomainError {
+  constructor(readonly limit: number) {
+    super(
+      `The request would read the table more than ${limit} times (RUNPLANE_MAX_REQUEST_READS): ask for smaller pages (first/last) or fewer fields`,
+    );
   }
 }
 

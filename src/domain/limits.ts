@@ -10,6 +10,13 @@ export interface Limits {
   readonly maxQueryCost: number;
   /** Largest response to one request: refused once reached, never built past it. */
   readonly maxResponseBytes: number;
+  /** Table reads one request (or one event of a subscription) may make: the next one is refused. */
+  readonly maxRequestReads: number;
+  /** Output streams one run may have (Run.outputs reads each one's end). */
+  readonly maxOutputStreams: number;
+  /** The cost of the queries and mutations executing at once, in all and for one tenant (more wait their turn). */
+  readonly costInFlight: number;
+  readonly tenantCostInFlight: number;
 }
 
 /** Ids (runs, units, tenants): no '#', no control characters, so a key can never reach another partition. */

@@ -9,8 +9,10 @@ import type { GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { DEFAULT_PAGE_SIZE, type Limits } from '../domain/limits.ts';
 import type { Principal } from '../domain/principal.ts';
+import type { FairShares } from '../lib/fair-shares.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Connection, Context } from '../schema/context.ts';
+import { tableReadsOf } from '../schema/table-reads.ts';
 import { type Admission, createAdmission, type UsageElsewhere } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { browserPolicy } from './browsers.ts';
@@ -20,6 +22,7 @@ import type { CostRules } from './cost.ts';
 import type { DocumentCache } from './document-cache.ts';
 import { type AvailabilityOf, maskError } from './errors.ts';
 import { graphiqlPage } from './graphiql.ts';
+import { costShares } from './guards.ts';
 import { connectionFactory } from './principals.ts';
 import { requestHandler } from './routes.ts';
 import { createSessions } from './sessions.ts';
@@ -39,6 +42,8 @@ export interface AppDeps {
   suggestions: boolean;
   /** Largest request body (and WebSocket message) accepted. */
   maxBodyBytes: number;
+  /** The cost of the queries and mutations executing at once, shared fairly between tenants (default: made from `limits`). */
+  costShares?: FairShares;
   /** Origins served besides this server's own; names it answers to (open) besides loopback ones; the address it listens on. */
   browsers: { corsOrigins: readonly string[]; allowedHosts: readonly string[]; listenHost: string };
   /** Parsed documents kept for reuse, bounded in bytes (a tenant holds at most a quarter). */
@@ -78,25 +83,32 @@ export interface App extends AsyncDisposable {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** What an operation may cost under `limits` (http/cost.ts), for HTTP, SSE and WebSocket alike. */
+export function costRules(limits: Limits): CostRules {
+  return {
+    maxCost: limits.maxQueryCost,
+    maxPageSize: limits.maxPageSize,
+    defaultPageSize: DEFAULT_PAGE_SIZE,
+    // Sized by what they may hold: a payload per KB of its limit; a page of output text (about 1 MB) likewise.
+    weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024), 'Run.output': 1024 },
+    readsOf: (field) => tableReadsOf(field.extensions, limits),
+  };
+}
+
 export function buildApp(deps: AppDeps): App {
   const { limits, connections, log } = deps;
   const admission = createAdmission(connections, deps.usageElsewhere);
   const sessions = createSessions();
   const { documents } = deps;
   const browsers = browserPolicy({ ...deps.browsers, open: deps.apiKeys.open });
-  const cost: CostRules = {
-    maxCost: limits.maxQueryCost,
-    maxPageSize: limits.maxPageSize,
-    defaultPageSize: DEFAULT_PAGE_SIZE,
-    // Sized by what they may hold: a payload per KB of its limit; a page of output text (about 1 MB) likewise.
-    weights: { 'Event.payload': Math.ceil(limits.maxPayloadBytes / 1024), 'Run.output': 1024 },
-  };
+  const cost = costRules(limits);
   const mask = maskError((err) => log.error('unexpected error', err), deps.availabilityOf);
   const newConnection = connectionFactory(connections.sendBufferBytes, deps.sendBuffers);
   /** Set once a graceful stop began: streams then end without `complete` (clients come back). */
   let stopping = false;
 
-  const yoga = createYogaServer({ ...deps, cost, mask, admission, sessions, documents, stopping: () => stopping });
+  const executing = deps.costShares ?? costShares(limits.costInFlight, limits.tenantCostInFlight);
+  const yoga = createYogaServer({ ...deps, cost, costShares: executing, mask, admission, sessions, documents, stopping: () => stopping });
   const page = deps.graphiql ? graphiqlPage({ endpoint: yoga.graphqlEndpoint }) : undefined;
   const server = createServer(
     { connectionsCheckingInterval: 1_000 },

@@ -2,14 +2,17 @@
  * What an operation may cost, computed with its variables applied (a limit on literals alone
  * is bypassed by `first: $n`, or by a variable's default). Each field costs 1; a field whose
  * size depends on stored data costs its largest size (a payload: 1 per KB of the payload
- * limit); a connection's selection costs its page size times, `first`/`last` or the default.
- * The result is an upper bound of the work and the response, known before anything runs.
+ * limit); a field whose resolver reads the table costs 1 more per request it makes at most for
+ * one parent (schema/table-reads.ts); a connection's selection costs its page size times,
+ * `first`/`last` or the default. The result is an upper bound of the work, the response and
+ * the table requests, known before anything runs.
  */
 import {
   type DocumentNode,
   type FieldNode,
   type FragmentDefinitionNode,
   GraphQLError,
+  type GraphQLField,
   type GraphQLNamedType,
   type GraphQLSchema,
   getArgumentValues,
@@ -30,6 +33,8 @@ export interface CostRules {
   defaultPageSize: number;
   /** Cost of particular fields, by `Type.field`; every other field costs 1. */
   weights: Readonly<Record<string, number>>;
+  /** The table requests a field's resolver makes at most for one parent, charged on top of its cost. */
+  readsOf?: (field: GraphQLField<unknown, unknown>) => number;
 }
 
 interface Walk {
@@ -60,7 +65,7 @@ function fieldCost(walk: Walk, field: FieldNode, parent: GraphQLNamedType): numb
   if (!isObjectType(parent) && !isInterfaceType(parent)) return 1;
   const definition = parent.getFields()[name];
   if (!definition) return 1;
-  const own = walk.rules.weights[`${parent.name}.${name}`] ?? 1;
+  const own = (walk.rules.weights[`${parent.name}.${name}`] ?? 1) + (walk.rules.readsOf?.(definition) ?? 0);
   const type = getNamedType(definition.type);
   if (!field.selectionSet || !isCompositeType(type)) return own;
   let times = 1;

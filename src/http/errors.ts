@@ -5,7 +5,18 @@
  */
 import { GraphQLError, Kind } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
-import { ChangesLost, Contention, FellBehind, InvalidInput, OutputBacklog, OutputTooLong, RunNotFound } from '../domain/errors.ts';
+import {
+  ChangesLost,
+  Contention,
+  FellBehind,
+  InvalidInput,
+  OutputBacklog,
+  OutputStreamLimit,
+  OutputTooLong,
+  ReadsWaiting,
+  RunNotFound,
+  TooManyReads,
+} from '../domain/errors.ts';
 import { codes } from '../schema/error-codes.ts';
 
 /** The kinds of DynamoDB failure that retrying later may cure (decided by the table layer; the composition root hands it in). */
@@ -30,8 +41,16 @@ export function maskError(logError: (error: unknown) => void, availabilityOf: Av
       return new GraphQLError(original.message, { extensions: { code: codes.limitExceeded, limit: original.limit } });
     if (original instanceof OutputTooLong)
       return new GraphQLError(original.message, { extensions: { code: codes.limitExceeded, limit: original.limit } });
+    if (original instanceof OutputStreamLimit)
+      return new GraphQLError(original.message, {
+        extensions: { code: codes.limitExceeded, limit: original.limit, variable: 'RUNPLANE_MAX_OUTPUT_STREAMS' },
+      });
     if (original instanceof OutputBacklog)
       return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true } });
+    if (original instanceof ReadsWaiting)
+      return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true, http: { status: 503 } } });
+    if (original instanceof TooManyReads)
+      return new GraphQLError(original.message, { extensions: { code: codes.limitExceeded, limit: original.limit } });
     if (original instanceof ChangesLost)
       return new GraphQLError(original.message, { extensions: { code: codes.unavailable, retryable: true } });
     if (original instanceof InvalidInput) return new GraphQLError(original.message, { extensions: { code: codes.badInput } });

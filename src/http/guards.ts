@@ -6,6 +6,7 @@
 import { EnvelopArmorPlugin } from '@escape.tech/graphql-armor';
 import { type ExecutionArgs, GraphQLError, getOperationAST, NoSchemaIntrospectionCustomRule } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { FairShares } from '../lib/fair-shares.ts';
 import type { Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
 import { type CostRules, checkCost } from './cost.ts';
@@ -16,6 +17,8 @@ export interface GuardOptions {
   /** Tell clients the nearest field or enum value when they misspell one (off in production: it reveals the schema). */
   suggestions: boolean;
   cost: CostRules;
+  /** The cost of the queries and mutations executing at once, shared fairly between tenants. */
+  costShares?: FairShares;
 }
 
 /** Depth, aliases, tokens and directives of one document (the cost is checked with its variables: http/cost.ts). */
@@ -43,21 +46,61 @@ const noSuggestions: Plugin<Context> = {
   }),
 };
 
-/** The cost limit, with variables applied, before an operation runs (HTTP and SSE; graphql-ws calls checkCost itself). */
-function costLimit(rules: CostRules): Plugin<Context> {
+/**
+ * The cost limit, with variables applied, before an operation runs (HTTP and SSE; graphql-ws
+ * calls checkCost itself too). A query or mutation then waits for room for its cost among what
+ * executes at once (its tenant's share of it): the memory and work of executing is a pool like
+ * any other, and one tenant's costly queries run one after another, not all at once.
+ */
+function costLimit(rules: CostRules, shares: FairShares | undefined): Plugin<Context> {
   const refuse = (args: ExecutionArgs, stop: (result: { errors: GraphQLError[] }) => void) => {
     try {
-      checkCost(args.schema, args.document, args.operationName, args.variableValues, rules);
+      return checkCost(args.schema, args.document, args.operationName, args.variableValues, rules);
     } catch (err) {
       if (!(err instanceof GraphQLError)) throw err;
       stop({ errors: [err] });
     }
   };
   return {
-    onExecute: ({ args, setResultAndStopExecution }) => refuse(args, setResultAndStopExecution),
-    onSubscribe: ({ args, setResultAndStopExecution }) => refuse(args, setResultAndStopExecution),
+    onExecute: ({ args, executeFn, setExecuteFn, setResultAndStopExecution }) => {
+      const cost = refuse(args, setResultAndStopExecution);
+      if (cost === undefined || !shares) return;
+      const tenant = (args.contextValue as Context).tenant;
+      setExecuteFn(async (executing) => {
+        let place: ReturnType<FairShares['acquire']>;
+        try {
+          place = shares.acquire(tenant, Math.max(1, cost));
+        } catch (err) {
+          if (err instanceof GraphQLError) return { errors: [err] };
+          throw err;
+        }
+        const release = typeof place === 'function' ? place : await place;
+        try {
+          return await executeFn(executing);
+        } finally {
+          release();
+        }
+      });
+    },
+    onSubscribe: ({ args, setResultAndStopExecution }) => void refuse(args, setResultAndStopExecution),
   };
 }
+
+/** Queries and mutations one tenant may have waiting for room to execute; past it the next is refused (RATE_LIMITED). */
+const MAX_WAITING_OPERATIONS = 64;
+
+/** The pool of cost executing at once: `total` in all, `perTenant` for one tenant. */
+export const costShares = (total: number, perTenant: number) =>
+  new FairShares({
+    total,
+    perTenant,
+    maxWaitingPerTenant: MAX_WAITING_OPERATIONS,
+    refuse: () =>
+      new GraphQLError(
+        `This tenant has ${MAX_WAITING_OPERATIONS} queries waiting for their turn to execute already (RUNPLANE_TENANT_COST_IN_FLIGHT): retry in a moment`,
+        { extensions: { code: codes.rateLimited, retryAfterMs: 250, http: { status: 429 } } },
+      ),
+  });
 
 /** Nesting allowed in a document's text: far above any real query, far below what overflows the parser's stack. */
 export const MAX_NESTING = 64;
@@ -111,7 +154,7 @@ const readOnlyKeys: Plugin<Context> = {
   },
 };
 
-export function guards({ introspection, suggestions, cost }: GuardOptions): Plugin<Context>[] {
+export function guards({ introspection, suggestions, cost, costShares: shares }: GuardOptions): Plugin<Context>[] {
   const plugins: Plugin<Context>[] = [
     shallowDocuments,
     EnvelopArmorPlugin({
@@ -122,7 +165,7 @@ export function guards({ introspection, suggestions, cost }: GuardOptions): Plug
       maxDirectives: { n: queryLimits.directives },
       blockFieldSuggestion: { enabled: false },
     }) as Plugin<Context>,
-    costLimit(cost),
+    costLimit(cost, shares),
     csrfPrevention,
     readOnlyKeys,
   ];

@@ -1,6 +1,7 @@
 /**
  * GET /metrics: this process's counters in Prometheus' text format. They hold no tenant
- * data (totals only), so the endpoint needs no API key; keep it off the public edge all the same.
+ * data (totals, and tenants by name only where a shared pool is cut per tenant), so the
+ * endpoint needs no API key; keep it off the public edge all the same.
  */
 
 interface Metric {
@@ -41,6 +42,8 @@ export interface MetricSources {
       readonly fanout: {
         readonly counts: { published: number; unsent: number; consumed: number; resyncs: number; lagMs: number; gaps: number };
         readonly dropped: Readonly<Record<string, number>>;
+        /** Changes sent as notices: by tenant (undefined: tenants no longer named) and why. */
+        readonly notices: { samples(): Array<[tenant: string | undefined, reason: string, count: number]> };
         readonly degraded: string | undefined;
         readonly sendsInFlight: number;
       };
@@ -49,6 +52,12 @@ export interface MetricSources {
   sendBuffers: { readonly held: number };
   documents: { readonly bytes: number; readonly size: number; readonly counts: { readonly evictions: number } };
   stalls: { readonly stalled: number };
+  /** Table reads in flight for requests and feeds (shared fairly between tenants), and those refused for a tenant's full queue. */
+  reads: { inFlightOf(): number; readonly refused: number };
+  /** The cost of the queries and mutations executing now, and those refused for a tenant's full queue. */
+  executing: { takenBy(): number; readonly refused: number };
+  /** Live output waiting to be stored. */
+  output: { stats(): { streams: number; waitingBytes: number } };
   /** Throughput throttles of this process's writes, by operation: each one, and those that reached the caller. */
   throttles: { readonly throttled: Readonly<Record<string, number>>; readonly refused: Readonly<Record<string, number>> };
 }
@@ -63,7 +72,7 @@ const byOperation = (counts: Readonly<Record<string, number>>): Metric['samples'
   return entries.length > 0 ? entries.map(([operation, n]) => [{ operation }, n]) : [[undefined, 0]];
 };
 
-export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls, throttles }: MetricSources) {
+export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls, throttles, reads, executing, output }: MetricSources) {
   return () => {
     const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
@@ -103,6 +112,31 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
         'Documents dropped to stay within the bound or a tenant within its share.',
         documents.counts.evictions,
       ),
+      gauge(
+        'runplane_table_reads_in_flight',
+        "Table reads of requests and feeds in flight (at most RUNPLANE_READS_IN_FLIGHT, a tenant's at most RUNPLANE_TENANT_READS_IN_FLIGHT).",
+        reads.inFlightOf(),
+      ),
+      counter(
+        'runplane_table_reads_refused_total',
+        'Table reads refused because their tenant had too many waiting (UNAVAILABLE, retryable).',
+        reads.refused,
+      ),
+      gauge(
+        'runplane_operations_executing_cost',
+        "The cost of the queries and mutations executing now (at most RUNPLANE_COST_IN_FLIGHT, a tenant's at most RUNPLANE_TENANT_COST_IN_FLIGHT).",
+        executing.takenBy(),
+      ),
+      counter(
+        'runplane_operations_refused_total',
+        'Queries and mutations refused because their tenant had too many waiting to execute (RATE_LIMITED).',
+        executing.refused,
+      ),
+      gauge(
+        'runplane_output_waiting_bytes',
+        'Live output accepted and not stored yet (a tenant at most a quarter of 64 MiB).',
+        output.stats().waitingBytes,
+      ),
       gauge('runplane_subscriptions_open', 'Subscriptions being served now.', live.openSubscriptions),
       gauge(
         'runplane_subscriptions_lagging',
@@ -138,6 +172,7 @@ function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
   const lag = replicas?.ownership.checkpointLag() ?? [];
   const counts = replicas?.fanout.counts ?? { published: 0, unsent: 0, consumed: 0, resyncs: 0, lagMs: 0, gaps: 0 };
   const dropped = Object.entries(replicas?.fanout.dropped ?? {});
+  const notices = replicas?.fanout.notices.samples() ?? [];
   return [
     gauge(
       'runplane_stream_shards_owned',
@@ -169,6 +204,15 @@ function replicaMetrics(replicas: MetricSources['live']['replicas']): Metric[] {
       help: 'Redis entries dropped unread, by why: not sealed with this table`s RUNPLANE_REDIS_SECRET (unauthenticated), too large, too old (stale), malformed, or repeated.',
       type: 'counter',
       samples: dropped.length > 0 ? dropped.map(([reason, n]) => [{ reason }, n]) : [[undefined, 0]],
+    },
+    {
+      name: 'runplane_redis_notices_total',
+      help: "Changes sent through Redis as a notice, by tenant and why: larger than RUNPLANE_REDIS_ENTRY_BYTES (size), or the tenant past its RUNPLANE_REDIS_TENANT_BYTES_PER_SECOND (share); the other replicas' feeds read them from the table. Without a tenant: tenants no longer named (1,000 are at most).",
+      type: 'counter',
+      samples:
+        notices.length > 0
+          ? notices.map(([tenant, reason, n]) => [tenant === undefined ? { reason } : { tenant, reason }, n])
+          : [[undefined, 0]],
     },
     counter(
       'runplane_redis_gaps_total',

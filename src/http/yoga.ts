@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { GraphQLSchema } from 'graphql';
 import { createYoga, type Plugin } from 'graphql-yoga';
 import type { Principal } from '../domain/principal.ts';
+import type { FairShares } from '../lib/fair-shares.ts';
 import type { Connection, Context } from '../schema/context.ts';
 import type { Admission } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
@@ -21,6 +22,8 @@ export interface YogaOptions {
   introspection: boolean;
   suggestions: boolean;
   cost: CostRules;
+  /** The cost executing at once, shared fairly between tenants. */
+  costShares?: FairShares;
   mask: Mask;
   admission: Admission;
   sessions: Sessions;
@@ -63,7 +66,12 @@ export function createYogaServer(options: YogaOptions) {
     // Replaced by a cache bounded in bytes and shared fairly between tenants (http/document-cache.ts).
     parserAndValidationCache: false,
     plugins: [
-      ...guards({ introspection: options.introspection, suggestions: options.suggestions, cost: options.cost }),
+      ...guards({
+        introspection: options.introspection,
+        suggestions: options.suggestions,
+        cost: options.cost,
+        costShares: options.costShares,
+      }),
       documentCaching(options.documents),
       sseAdmission(options.admission, options.sessions, options.apiKeys) as never,
       sharedDelivery({ plain: !options.plugins?.length }),

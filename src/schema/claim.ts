@@ -13,6 +13,7 @@ import { ErrorInterface } from './errors.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { fencingToken, id, owner, text } from './inputs.ts';
 import { RunRef } from './run.ts';
+import { tableReads } from './table-reads.ts';
 
 const MAX_REASON_LENGTH = 4096;
 
@@ -160,8 +161,11 @@ builder.objectField(RunRef, 'claim', (t) =>
     nullable: true,
     description:
       "The worker holding the run now; null when nobody does (never claimed, released, run out, or the run stalled or finished). Read with the run's one Query.",
-    resolve: async (p, _, { tenant, stores }) => {
-      const claim = p.claim !== undefined ? p.claim : ((await stores.runs.head(tenant, p.run.id))?.claim ?? null);
+    // Read with the run, or with the other runs of a listing's page (a BatchGetItem per 50 runs).
+    extensions: tableReads(1),
+    resolve: async (p, _, { tenant, stores, reads }) => {
+      // A run of a listing has none read with it: its claim is read with the others' of the page (one batch).
+      const claim = p.claim !== undefined ? p.claim : (await stores.runs.headRows(tenant, p.run.id, reads)).claim;
       return liveClaim(p.run.status, claim, Date.now());
     },
   }),

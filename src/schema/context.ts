@@ -4,7 +4,7 @@ import type { Limits } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
 import type { Role } from '../domain/principal.ts';
 import type { Budget, DeliveredEvent, Lease, Run, RunClaim, RunStatus } from '../domain/run.ts';
-import type { ResponseLimit, Stores } from '../store/index.ts';
+import type { RequestReads, ResponseLimit, Stores } from '../store/index.ts';
 import type { RunEventsQuery, RunOutputQuery } from '../streams/live.ts';
 import type { OutputWriter } from '../streams/output-writer.ts';
 import type { SendBuffer } from '../streams/send-buffer.ts';
@@ -45,6 +45,8 @@ export interface Context {
   limits: Limits;
   /** What this request may still read for its response (RUNPLANE_MAX_RESPONSE_BYTES). */
   response: ResponseLimit;
+  /** What this request may still read of the table (RUNPLANE_MAX_REQUEST_READS), within its tenant's share of reads in flight. */
+  reads: RequestReads;
   /** The API key it presented (revoking the key ends its streams). */
   keyId: string;
   /** The key's name: what the server records as who decided (approvals, cancellations). */

@@ -55,10 +55,10 @@ function pageRequest(args: EventPageArgs, maxPageSize: number): PageRequest {
   };
 }
 
-export async function eventPage(parent: RunParent, args: EventPageArgs, { tenant, stores, limits, response }: Context) {
+export async function eventPage(parent: RunParent, args: EventPageArgs, { tenant, stores, limits, response, reads }: Context) {
   const request = pageRequest(args, limits.maxPageSize);
   const { after, before, forward, limit, types } = request;
-  let page: { events: RunEvent[]; more: boolean } | undefined = prefetchedPage(parent, request);
+  let page: { events: RunEvent[]; more: boolean; readTo?: number } | undefined = prefetchedPage(parent, request);
   if (!page) {
     page = await stores.events.page({
       tenant,
@@ -70,17 +70,20 @@ export async function eventPage(parent: RunParent, args: EventPageArgs, { tenant
       types,
       consistent: parent.consistent,
       responseLimit: response,
+      reads,
     });
     if (!forward) page.events.reverse();
   }
   const edges = page.events.map((event) => ({ cursor: eventCursor(event.seq), node: event }));
+  // A page whose reads ran out goes on from where they stopped (past its last event, or with none).
+  const readTo = page.readTo === undefined ? null : eventCursor(page.readTo);
   return {
     edges,
     pageInfo: {
       hasNextPage: forward ? page.more : before !== undefined,
       hasPreviousPage: forward ? after > 0 : page.more,
-      startCursor: edges[0]?.cursor ?? null,
-      endCursor: edges.at(-1)?.cursor ?? null,
+      startCursor: (!forward && readTo) || (edges[0]?.cursor ?? null),
+      endCursor: (forward && readTo) || (edges.at(-1)?.cursor ?? null),
     },
   };
 }

@@ -2,11 +2,13 @@ import { z } from 'zod';
 import { IdempotencyConflict, LeaseHeld, LeaseLost } from '../domain/errors.ts';
 import { DEFAULT_PAGE_SIZE, MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
 import type { Lease } from '../domain/run.ts';
+import { LISTING_PAGES_PER_SHARD, LISTING_SHARDS } from '../store/listing-pages.ts';
 import { builder } from './builder.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { id, owner } from './inputs.ts';
-import { listingConnection, listingPageSize } from './listing.ts';
+import { listingConnection, listingPageSize, shortPagesDescription } from './listing.ts';
 import { plainRead } from './plain-read.ts';
+import { tableReads } from './table-reads.ts';
 
 export const LeaseRef = builder.objectRef<Lease>('Lease').implement({
   description: 'Who holds a unit of work, until when. Pass `token` to the resource you act on: it rejects smaller ones.',
@@ -31,7 +33,8 @@ builder.queryField('lease', (t) =>
     nullable: true,
     description: 'The live lease on a unit; null when it is free or its lease expired. Strongly consistent.',
     args: { unitId: t.arg.id({ required: true, validate: id }) },
-    resolve: (_, { unitId }, { tenant, stores }) => stores.leases.get(tenant, unitId),
+    resolve: (_, { unitId }, { tenant, stores, reads }) => stores.leases.get(tenant, unitId, reads),
+    extensions: tableReads(1),
   }),
 );
 
@@ -40,8 +43,9 @@ const LeaseConnection = builder.connectionObject({ type: LeaseRef, name: 'LeaseC
 builder.queryField('leases', (t) =>
   t.field({
     type: LeaseConnection,
-    description:
-      "The tenant's units and their leases (live or not), by unit id, paged by cursor. Read from an index: eventually consistent (a unit leased a moment ago may show a moment later); use `lease` before a decision.",
+    description: `The tenant's units and their leases (live or not), by unit id, paged by cursor. Read from an index: eventually consistent (a unit leased a moment ago may show a moment later); use \`lease\` before a decision. ${shortPagesDescription}`,
+    // A few Queries of each listing shard.
+    extensions: tableReads(LISTING_SHARDS * LISTING_PAGES_PER_SHARD),
     args: {
       held: t.arg.boolean({
         description: 'true: only units whose lease is live now; false: only units whose lease expired or was released.',
@@ -49,11 +53,11 @@ builder.queryField('leases', (t) =>
       first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most RUNPLANE_MAX_PAGE_SIZE: 500 unless configured).` }),
       after: t.arg.string(),
     },
-    resolve: async (_, args, { tenant, stores, limits }) => {
+    resolve: async (_, args, { tenant, stores, limits, reads }) => {
       const first = listingPageSize(args.first, limits.maxPageSize);
-      const page = await stores.leaseList.list({ tenant, held: args.held ?? undefined, first, after: args.after ?? undefined });
+      const page = await stores.leaseList.list({ tenant, held: args.held ?? undefined, first, after: args.after ?? undefined, reads });
       const edges = page.leases.map(({ lease, cursor }) => ({ cursor, node: lease }));
-      return listingConnection(edges, page.hasNextPage, args.after);
+      return listingConnection(edges, page, args.after);
     },
   }),
 );

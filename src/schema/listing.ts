@@ -9,15 +9,26 @@ export function listingPageSize(first: number | null | undefined, maxPageSize: n
   return size;
 }
 
-/** A Relay connection of one listing page; a page after a cursor has pages before it. */
-export function listingConnection<Node>(edges: { cursor: string; node: Node }[], hasNextPage: boolean, after: string | null | undefined) {
+/**
+ * A Relay connection of one listing page; a page after a cursor has pages before it. Its
+ * `endCursor` is the page's own: with no edges it still goes on from where the page's reads stopped.
+ */
+export function listingConnection<Node>(
+  edges: { cursor: string; node: Node }[],
+  page: { hasNextPage: boolean; endCursor: string | null },
+  after: string | null | undefined,
+) {
   return {
     edges,
     pageInfo: {
-      hasNextPage,
+      hasNextPage: page.hasNextPage,
       hasPreviousPage: after != null,
       startCursor: edges[0]?.cursor ?? null,
-      endCursor: edges.at(-1)?.cursor ?? null,
+      endCursor: page.endCursor,
     },
   };
 }
+
+/** What a listing's description says of its pages. */
+export const shortPagesDescription =
+  'A page may hold fewer than `first` items (none, even) when a filter drops most of what was read (expired rows count as dropped): keep paging with `after: pageInfo.endCursor` while `hasNextPage`.';

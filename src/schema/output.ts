@@ -3,11 +3,13 @@ import { z } from 'zod';
 import { ClaimLost, OffsetConflict, RunNotFound } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import { isWellFormed, type OutputChunk, type OutputStream } from '../domain/output.ts';
+import { MAX_OUTPUT_READ_PAGES } from '../store/outputs.ts';
 import { builder, invalidInput } from './builder.ts';
 import { ErrorInterface } from './errors.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id } from './inputs.ts';
 import { plainRead } from './plain-read.ts';
 import { RunRef } from './run.ts';
+import { tableReads } from './table-reads.ts';
 
 const OFFSET_UNIT = 'code points (Unicode characters: what Python’s len() counts, [...text].length in JavaScript)';
 
@@ -112,16 +114,16 @@ builder.subscriptionField('runOutput', (t) =>
       stream: t.arg.string({ required: true }),
       afterOffset: t.arg.int(),
     },
-    subscribe: async (_, args, { tenant, stores, live, connection }) => {
+    subscribe: async (_, args, { tenant, stores, live, connection, reads }) => {
       const parsed = runOutputArgs.safeParse(args);
       if (!parsed.success) throw invalidInput(parsed.error.issues);
       const { runId, stream, afterOffset } = parsed.data;
-      await stores.outputs.ensureRun(tenant, runId);
+      await stores.outputs.ensureRun(tenant, runId, reads);
       const resumed = /^(0|[1-9][0-9]{0,9})$/.test(connection.lastEventId ?? '') ? Number(connection.lastEventId) : undefined;
       const from = resumed !== undefined && resumed <= MAX_INT ? resumed : (afterOffset ?? 0);
       if (from > 0) {
         // Past the end of a final stream nothing will ever come: refused, not left open.
-        const end = await stores.outputs.storedEnd(tenant, runId, stream);
+        const end = await stores.outputs.storedEnd(tenant, runId, stream, reads);
         if (end.final && from > end.length) {
           const field = resumed !== undefined && from === resumed ? 'Last-Event-ID' : 'afterOffset';
           throw invalidInput([
@@ -132,16 +134,20 @@ builder.subscriptionField('runOutput', (t) =>
       return live.runOutput({ tenant, runId, stream, afterOffset: from, sendBuffer: connection.sendBuffer });
     },
     resolve: (chunk: OutputChunk) => chunk,
-    extensions: plainRead,
+    // The run's row and the stream's end, at setup.
+    extensions: { ...plainRead, ...tableReads(2) },
   }),
 );
 
 builder.objectField(RunRef, 'outputs', (t) =>
   t.field({
     type: [OutputStreamRef],
-    description: "The run's output streams, with their length (what was accepted, stored or not) and whether they are final.",
-    resolve: async (p, _, { tenant, stores, output }) => {
-      const listed = await stores.outputs.list(tenant, p.run.id);
+    description:
+      "The run's output streams (the first RUNPLANE_MAX_OUTPUT_STREAMS by name: a run has at most that many), with their length (what was accepted, stored or not) and whether they are final.",
+    // Their rows, then the end of each stream not final.
+    extensions: tableReads((limits) => 1 + limits.maxOutputStreams),
+    resolve: async (p, _, { tenant, stores, output, limits, reads }) => {
+      const listed = await stores.outputs.list(tenant, p.run.id, { most: limits.maxOutputStreams, reads });
       // What this server has accepted, stored or not: longer than what is stored, or not stored at all yet.
       const accepted = new Map(output.streamsOf(tenant, p.run.id).map((s) => [s.stream, s]));
       const merged = listed.map((stream) => {
@@ -159,14 +165,16 @@ builder.objectField(RunRef, 'output', (t) =>
   t.field({
     type: OutputChunkRef,
     nullable: true,
-    description: `The stored text of one output stream from \`afterOffset\` (default 0), one page (about 1 MB; read on from offset + its length). Null for a stream with no text stored.`,
+    description: `The stored text of one output stream from \`afterOffset\` (default 0), one page (at most about 1 MB, less when the text is in many small chunks: read on from offset + its length while the stream is not final). Null for a stream with no text stored.`,
+    // The chunk holding the offset, the pages read from it, and the stream's end.
+    extensions: tableReads(1 + MAX_OUTPUT_READ_PAGES + 1),
     args: { stream: t.arg.string({ required: true }), afterOffset: t.arg.int() },
-    resolve: async (p, args, { tenant, stores, response }) => {
+    resolve: async (p, args, { tenant, stores, response, reads }) => {
       const parsed = z.object({ stream: eventType, afterOffset: amount.nullish() }).safeParse(args);
       if (!parsed.success) throw invalidInput(parsed.error.issues);
       const { stream, afterOffset } = parsed.data;
-      const stored = await stores.outputs.read(tenant, p.run.id, stream, afterOffset ?? 0, { responseLimit: response });
-      if (!stored.text && !stored.final && (await stores.outputs.storedEnd(tenant, p.run.id, stream)).length === 0) return null;
+      const stored = await stores.outputs.read(tenant, p.run.id, stream, afterOffset ?? 0, { responseLimit: response, reads });
+      if (!stored.text && !stored.final && (await stores.outputs.storedEnd(tenant, p.run.id, stream, reads)).length === 0) return null;
       return { runId: stored.runId, stream: stored.stream, offset: stored.offset, text: stored.text, final: stored.final };
     },
   }),

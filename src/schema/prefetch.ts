@@ -33,3 +33,26 @@ export function firstEventsWanted(info: GraphQLResolveInfo, maxPageSize: number)
   }
   return wanted;
 }
+
+/** The fields named `name` in a selection, through fragments. */
+function fieldsNamed(selections: SelectionSetNode | undefined, name: string, info: GraphQLResolveInfo, into: FieldNode[] = []) {
+  for (const selection of selections?.selections ?? []) {
+    if (selection.kind === Kind.FIELD && selection.name.value === name) into.push(selection);
+    else if (selection.kind === Kind.INLINE_FRAGMENT) fieldsNamed(selection.selectionSet, name, info, into);
+    else if (selection.kind === Kind.FRAGMENT_SPREAD) fieldsNamed(info.fragments[selection.name.value]?.selectionSet, name, info, into);
+  }
+  return into;
+}
+
+/**
+ * Whether a listing's runs (`edges { node { ... } }`) are asked for their budget or claim: then
+ * the listing reads those rows for the whole page at once (BatchGetItem), and the fields resolve
+ * without a promise each.
+ */
+export function runHeadsWanted(info: GraphQLResolveInfo) {
+  for (const edges of fieldsNamed(info.fieldNodes[0]?.selectionSet, 'edges', info))
+    for (const node of fieldsNamed(edges.selectionSet, 'node', info))
+      if (fieldsNamed(node.selectionSet, 'budget', info).length > 0 || fieldsNamed(node.selectionSet, 'claim', info).length > 0)
+        return true;
+  return false;
+}

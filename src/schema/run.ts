@@ -12,15 +12,18 @@ import {
   type RunEvent,
   runStatuses,
 } from '../domain/run.ts';
+import { EVENT_PAGES_PER_SHARD } from '../store/events/merge.ts';
+import { LISTING_PAGES_PER_SHARD, LISTING_SHARDS } from '../store/listing-pages.ts';
 import { BudgetRef } from './budget.ts';
 import { builder } from './builder.ts';
 import { EventConnection } from './event.ts';
 import { eventPage } from './event-page.ts';
 import { idempotencyKeyDescription, idempotencyOf } from './idempotency.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id, text } from './inputs.ts';
-import { listingConnection, listingPageSize } from './listing.ts';
-import { firstEventsWanted } from './prefetch.ts';
+import { listingConnection, listingPageSize, shortPagesDescription } from './listing.ts';
+import { firstEventsWanted, runHeadsWanted } from './prefetch.ts';
 import { RunStatusEnum } from './run-status.ts';
+import { tableReads } from './table-reads.ts';
 
 /** A run as resolved: what the one partition Query found, so fields need no further reads. */
 export interface RunParent {
@@ -48,22 +51,30 @@ export const RunRef = builder.objectRef<RunParent>('Run').implement({
     }),
     budget: t.field({
       type: BudgetRef,
-      resolve: async (p, _, { tenant, stores }) => {
-        const budget = p.budget !== undefined ? p.budget : await stores.budgets.get(tenant, p.run.id, p.consistent);
+      // Read with the run, or with the other runs of a listing's page (a BatchGetItem per 50 runs).
+      extensions: tableReads(1),
+      resolve: async (p, _, { tenant, stores, reads }) => {
+        // A run of a listing has none read with it: its budget is read with the others' of the page (one batch).
+        const budget = p.budget !== undefined ? p.budget : (await stores.runs.headRows(tenant, p.run.id, reads)).budget;
         if (!budget) throw new Error(`run ${p.run.id} has no budget row`);
         return budget;
       },
     }),
     lastSeq: t.int({
       description: 'The seq of the last event (0 before the first). Free when the first page held every event; one extra read otherwise.',
-      resolve: async (p, _, { tenant, stores }) => {
+      // The run's shard count, then the last event of each of its event shards.
+      extensions: tableReads(1 + MAX_EVENT_SHARDS),
+      resolve: async (p, _, { tenant, stores, reads }) => {
         if (p.firstEvents && !p.firstEvents.more) return p.firstEvents.events.at(-1)?.seq ?? 0;
-        return stores.events.lastSeq(tenant, p.run.id);
+        return stores.events.lastSeq(tenant, p.run.id, undefined, reads);
       },
     }),
     events: t.field({
       type: EventConnection,
-      description: 'Events in seq order, paged by cursor (`first`/`after`, or `last`/`before` from the end).',
+      description:
+        'Events in seq order, paged by cursor (`first`/`after`, or `last`/`before` from the end). A page may hold fewer events than asked, none even, when its reads run out first (with `types`, when most of what was read is of other types): keep paging while `hasNextPage` with `after: pageInfo.endCursor` (backwards: while `hasPreviousPage`, with `before: pageInfo.startCursor`); these go on from where the read stopped.',
+      // The run's shard count, then up to EVENT_PAGES_PER_SHARD Queries of each event shard (a filter may drop all a page holds).
+      extensions: tableReads(1 + MAX_EVENT_SHARDS * EVENT_PAGES_PER_SHARD),
       args: {
         ...t.arg.connectionArgs(),
         afterSeq: t.arg.int({ description: 'Only events after this seq.', validate: amount }),
@@ -80,14 +91,16 @@ builder.queryField('run', (t) =>
     nullable: true,
     description:
       'A run with its budget and first events, read in one request. Eventually consistent unless `consistent: true` (use that before a decision).',
+    // Its partition's one Query, and a few of each event shard.
+    extensions: tableReads(1 + MAX_EVENT_SHARDS * EVENT_PAGES_PER_SHARD),
     args: {
       id: t.arg.id({ required: true, validate: id }),
       consistent: t.arg.boolean({ description: 'Read the latest committed state (strongly consistent).' }),
     },
-    resolve: async (_, args, { tenant, stores, limits, response }, info) => {
+    resolve: async (_, args, { tenant, stores, limits, response, reads }, info) => {
       const consistent = args.consistent ?? false;
       const eventLimit = firstEventsWanted(info, limits.maxPageSize);
-      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit, responseLimit: response });
+      const snapshot = await stores.runs.read(tenant, args.id, { consistent, eventLimit, responseLimit: response, reads });
       if (!snapshot) return null;
       return {
         run: snapshot.run,
@@ -202,18 +215,30 @@ const RunConnection = builder.connectionObject({ type: RunRef, name: 'RunConnect
 builder.queryField('runs', (t) =>
   t.field({
     type: RunConnection,
-    description:
-      "The tenant's runs, newest first, optionally in one status, paged by cursor. Read from an index: eventually consistent (a run created a moment ago may show a moment later).",
+    description: `The tenant's runs, newest first, optionally in one status, paged by cursor. Read from an index: eventually consistent (a run created a moment ago may show a moment later). ${shortPagesDescription}`,
+    // A few Queries of each listing shard.
+    extensions: tableReads(LISTING_SHARDS * LISTING_PAGES_PER_SHARD),
     args: {
       status: t.arg({ type: RunStatusEnum }),
       first: t.arg.int({ description: `Page size (default ${DEFAULT_PAGE_SIZE}, at most RUNPLANE_MAX_PAGE_SIZE: 500 unless configured).` }),
       after: t.arg.string(),
     },
-    resolve: async (_, args, { tenant, stores, limits }) => {
+    resolve: async (_, args, { tenant, stores, limits, reads }, info) => {
       const first = listingPageSize(args.first, limits.maxPageSize);
-      const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: args.after ?? undefined });
-      const edges = page.runs.map(({ run, cursor }) => ({ cursor, node: { run, consistent: false } }));
-      return listingConnection(edges, page.hasNextPage, args.after);
+      const page = await stores.runList.list({ tenant, status: args.status ?? undefined, first, after: args.after ?? undefined, reads });
+      // Budgets and claims asked for: the page's read together, so that their fields resolve at once.
+      const heads = runHeadsWanted(info)
+        ? await stores.runs.headsOf(
+            tenant,
+            page.runs.map(({ run }) => run.id),
+            reads,
+          )
+        : undefined;
+      const edges = page.runs.map(({ run, cursor }) => {
+        const head = heads?.get(run.id);
+        return { cursor, node: { run, consistent: false, ...(head && { budget: head.budget, claim: head.claim }) } };
+      });
+      return listingConnection(edges, page, args.after);
     },
   }),
 );

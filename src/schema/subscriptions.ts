@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { RunNotFound } from '../domain/errors.ts';
-import { MAX_INT } from '../domain/limits.ts';
+import { MAX_EVENT_SHARDS, MAX_INT } from '../domain/limits.ts';
 import type { DeliveredEvent, Lease } from '../domain/run.ts';
+import { EVENT_PAGES_PER_SHARD } from '../store/events/merge.ts';
 import type { RunState } from '../streams/state-feeds.ts';
 import { builder, invalidInput } from './builder.ts';
 import { EventRef } from './event.ts';
@@ -10,6 +11,7 @@ import { LeaseRef } from './lease.ts';
 import { plainRead } from './plain-read.ts';
 import { RunRef } from './run.ts';
 import { RunStatusEnum } from './run-status.ts';
+import { tableReads } from './table-reads.ts';
 
 /**
  * A subscription's arguments, validated once when it subscribes. Declared with Pothos's
@@ -46,16 +48,17 @@ builder.subscriptionField('runEvents', (t) =>
       afterSeq: t.arg.int(),
       types: t.arg.stringList({ description: 'Only events of these types.' }),
     },
-    subscribe: async (_, args, { tenant, stores, live, connection }) => {
+    subscribe: async (_, args, { tenant, stores, live, connection, reads }) => {
       const { runId, afterSeq, types } = validated(runEventsArgs, args);
       // Whether the run is there, as appends know it (read at most once a minute per run).
-      await stores.events.ensureRun(tenant, runId);
+      await stores.events.ensureRun(tenant, runId, reads);
       // An SSE client reconnecting says what it last got; that wins over the afterSeq it repeats.
       const resumeAfter = resumedSeq(connection.lastEventId) ?? afterSeq ?? undefined;
       return live.runEvents({ tenant, runId, afterSeq: resumeAfter, types: types ?? undefined, sendBuffer: connection.sendBuffer });
     },
     resolve: (event: DeliveredEvent) => event,
-    extensions: plainRead,
+    // The run's row, at setup (remembered a minute).
+    extensions: { ...plainRead, ...tableReads(1) },
   }),
 );
 
@@ -65,9 +68,9 @@ builder.subscriptionField('runChanged', (t) =>
     description:
       "The run's current state, then its state after each change of status, budget or claim. Compare version (and budget.version, claim.version): larger is newer. A worker holding the run learns here that it was cancelled (status CANCELLED) or taken over (another claim).",
     args: { runId: t.arg.id({ required: true }) },
-    subscribe: async (_, args, { tenant, stores, live, connection }) => {
+    subscribe: async (_, args, { tenant, stores, live, connection, reads }) => {
       const { runId } = validated(runArgs, args);
-      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 }))) throw new RunNotFound(runId);
+      if (!(await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0, reads }))) throw new RunNotFound(runId);
       const seen = /^(\d{1,10})\.(\d{1,10})(?:\.(\d{1,10}))?$/.exec(connection.lastEventId ?? '');
       return live.runChanged({
         tenant,
@@ -77,6 +80,8 @@ builder.subscriptionField('runChanged', (t) =>
       });
     },
     resolve: (state: RunState) => ({ run: state.run, budget: state.budget, claim: state.claim, consistent: true }),
+    // The run's head, at setup.
+    extensions: tableReads(1 + MAX_EVENT_SHARDS * EVENT_PAGES_PER_SHARD),
   }),
 );
 

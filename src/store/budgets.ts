@@ -8,6 +8,7 @@ import { conditions } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';
 import type { Idempotency, IdempotencyKey } from './idempotency.ts';
+import { metered, type TableReads } from './reads.ts';
 import { fence } from './runs/claim-writes.ts';
 import { ConditionFailed, rowAfter, type TransactItem, type Write, write } from './write.ts';
 
@@ -47,8 +48,10 @@ export function chargeRefusal(charge: Charge, found: Record<string, unknown> | u
 
 export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
   const { doc, tableName, now } = deps;
-  const get = async (tenant: string, runId: string, consistent = false): Promise<Budget | null> => {
-    const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }));
+  const get = async (tenant: string, runId: string, consistent = false, reads?: TableReads): Promise<Budget | null> => {
+    const { Item } = await metered(doc, reads).send(
+      new GetCommand({ TableName: tableName, Key: keys.budget(tenant, runId), ConsistentRead: consistent }),
+    );
     return Item ? toBudget(Item) : null;
   };
 

@@ -11,6 +11,8 @@ import { createRunListing, type RunListing } from './runs/list.ts';
 
 export type { ResponseLimit, Retention, StoreDeps } from './deps.ts';
 export type { IdempotencyKey } from './idempotency.ts';
+export { ReadShares } from './read-shares.ts';
+export { RequestReads, type TableReads } from './reads.ts';
 export type { BudgetStore, EventStore, LeaseListing, LeaseStore, OutputStore, RunListing, RunStore };
 
 export interface Stores {

@@ -9,12 +9,13 @@ import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { ClaimLost, RunNotFound } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import { endOf, type OutputChunk, type OutputStream, slicePoints } from '../domain/output.ts';
-import { attr, type Item, outputChunkItem, toClaim, toOutputChunk, toOutputStream } from '../table/codec.ts';
+import { attr, outputChunkItem, toClaim, toOutputChunk, toOutputStream } from '../table/codec.ts';
 import { conditions } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { ResponseLimit, StoreDeps } from './deps.ts';
 import { pastTtl } from './expiry.ts';
 import { queryPages } from './query-pages.ts';
+import { metered, type TableReads } from './reads.ts';
 import { fence } from './runs/claim-writes.ts';
 import { ConditionFailed, type Write, write } from './write.ts';
 
@@ -26,6 +27,11 @@ export interface StoredEnd {
 
 /** Chunks read per Query when reading a stream's text. */
 const PAGE_CHUNKS = 100;
+/**
+ * Queries one read of a stream's text makes at most: text written a few code points at a time
+ * is many small chunks, and a read stops here (saying there is more) rather than at 1 MB.
+ */
+export const MAX_OUTPUT_READ_PAGES = 8;
 
 export function createOutputStore(deps: StoreDeps) {
   const { doc, tableName, now } = deps;
@@ -39,8 +45,8 @@ export function createOutputStore(deps: StoreDeps) {
   });
 
   /** @throws RunNotFound unless the run exists and has not expired */
-  async function ensureRun(tenant: string, runId: string) {
-    const { Item } = await doc.send(
+  async function ensureRun(tenant: string, runId: string, reads?: TableReads) {
+    const { Item } = await metered(doc, reads).send(
       new GetCommand({
         TableName: tableName,
         Key: keys.run(tenant, runId),
@@ -53,8 +59,8 @@ export function createOutputStore(deps: StoreDeps) {
   }
 
   /** The chunk holding code point `offset` (the last one starting at or before it), strongly consistent. */
-  async function chunkHolding(tenant: string, runId: string, stream: string, offset: number) {
-    const { Items = [] } = await doc.send(
+  async function chunkHolding(tenant: string, runId: string, stream: string, offset: number, reads?: TableReads) {
+    const { Items = [] } = await metered(doc, reads).send(
       new QueryCommand({
         TableName: tableName,
         KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
@@ -80,10 +86,10 @@ export function createOutputStore(deps: StoreDeps) {
     runId: string,
     stream: string,
     afterOffset: number,
-    { maxBytes = 1024 * 1024, responseLimit }: { maxBytes?: number; responseLimit?: ResponseLimit } = {},
+    { maxBytes = 1024 * 1024, responseLimit, reads }: { maxBytes?: number; responseLimit?: ResponseLimit; reads?: TableReads } = {},
   ): Promise<OutputChunk & { end: number; more: boolean }> {
     // From 0 the first chunk starts there: no read to find the one holding the offset.
-    const first = afterOffset === 0 ? { offset: 0, text: '' } : await chunkHolding(tenant, runId, stream, afterOffset);
+    const first = afterOffset === 0 ? { offset: 0, text: '' } : await chunkHolding(tenant, runId, stream, afterOffset, reads);
     // Nothing stored reaches afterOffset yet (or nothing at all): no text, not final.
     if (!first || endOf(first) < afterOffset)
       return { runId, stream, offset: afterOffset, text: '', final: false, end: afterOffset, more: false };
@@ -93,13 +99,15 @@ export function createOutputStore(deps: StoreDeps) {
     let bytes = 0;
     /** Stopped at maxBytes: more may be stored after `end`. */
     let more = false;
-    const pages = queryPages(doc, {
+    const pages = queryPages(metered(doc, reads), {
       TableName: tableName,
       ...chunkRange(tenant, runId, stream, first.offset),
       Limit: PAGE_CHUNKS,
       ConsistentRead: true,
     });
+    let pagesRead = 0;
     reading: for await (const page of pages) {
+      pagesRead++;
       for (const item of page.Items ?? []) {
         const chunk = toOutputChunk(item);
         // A gap (a chunk not written yet, or a bypassing writer's hole): the text stops before it.
@@ -115,6 +123,10 @@ export function createOutputStore(deps: StoreDeps) {
         final = chunk.final;
         if (final) break reading;
       }
+      if (pagesRead >= MAX_OUTPUT_READ_PAGES && page.LastEvaluatedKey) {
+        more = true;
+        break;
+      }
     }
     // The first chunk may start before afterOffset: its head was not asked for.
     const chunk = { runId, stream, offset: afterOffset, text: slicePoints(text, afterOffset - first.offset), final, end, more };
@@ -124,8 +136,8 @@ export function createOutputStore(deps: StoreDeps) {
   }
 
   /** Where the stream's stored text ends (its last chunk's end: chunks are written in order by one writer at a time). */
-  async function storedEnd(tenant: string, runId: string, stream: string): Promise<StoredEnd> {
-    const last = await chunkHolding(tenant, runId, stream, MAX_INT);
+  async function storedEnd(tenant: string, runId: string, stream: string, reads?: TableReads): Promise<StoredEnd> {
+    const last = await chunkHolding(tenant, runId, stream, MAX_INT, reads);
     return last ? { length: endOf(last), final: last.final } : { length: 0, final: false };
   }
 
@@ -163,27 +175,48 @@ export function createOutputStore(deps: StoreDeps) {
       }
     },
 
-    /** The run's output streams, from their rows; a stream not final reads its stored end. */
-    async list(tenant: string, runId: string): Promise<OutputStream[]> {
-      const items: Item[] = [];
-      const pages = queryPages(doc, {
-        TableName: tableName,
-        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-        ExpressionAttributeValues: {
-          ':pk': keys.runPartition(tenant, runId),
-          ':from': keys.outputStreams.first,
-          ':to': keys.outputStreams.last,
-        },
-      });
-      for await (const page of pages) items.push(...(page.Items ?? []));
+    /** The names of the run's first `most` output streams stored (one Query of their rows' keys). */
+    async streamNames(tenant: string, runId: string, most: number): Promise<string[]> {
+      const { Items = [] } = await doc.send(
+        new QueryCommand({
+          TableName: tableName,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+          ExpressionAttributeValues: {
+            ':pk': keys.runPartition(tenant, runId),
+            ':from': keys.outputStreams.first,
+            ':to': keys.outputStreams.last,
+          },
+          ProjectionExpression: 'pk, sk',
+          Limit: most,
+          ConsistentRead: true,
+        }),
+      );
+      return Items.map((item) => toOutputStream(item).stream);
+    },
+
+    /**
+     * The run's first `most` output streams by name, from their rows (one Query); a stream not
+     * final reads its stored end (one Query each): at most 1 + `most` reads.
+     */
+    async list(tenant: string, runId: string, { most, reads }: { most: number; reads?: TableReads }): Promise<OutputStream[]> {
+      const { Items = [] } = await metered(doc, reads).send(
+        new QueryCommand({
+          TableName: tableName,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+          ExpressionAttributeValues: {
+            ':pk': keys.runPartition(tenant, runId),
+            ':from': keys.outputStreams.first,
+            ':to': keys.outputStreams.last,
+          },
+          Limit: most,
+        }),
+      );
       return Promise.all(
-        items
-          .map(toOutputStream)
-          .map(async (row) =>
-            row.final && row.length !== undefined
-              ? { stream: row.stream, length: row.length, final: true }
-              : { stream: row.stream, ...(await storedEnd(tenant, runId, row.stream)) },
-          ),
+        Items.map(toOutputStream).map(async (row) =>
+          row.final && row.length !== undefined
+            ? { stream: row.stream, length: row.length, final: true }
+            : { stream: row.stream, ...(await storedEnd(tenant, runId, row.stream, reads)) },
+        ),
       );
     },
   };

@@ -23,20 +23,22 @@ import { eventBytes } from '../table/codec.ts';
 import { type Change, topics } from './changes.ts';
 import { Channel } from './channel.ts';
 import { Effect, EventFeedMachine } from './event-feed-states.ts';
+import type { FeedTable } from './feed-table.ts';
 import type { Hub, Listener } from './hub.ts';
 import type { Source } from './lazy.ts';
-import { SendBuffer } from './send-buffer.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
   hub: Hub;
-  events: Pick<EventStore, 'page' | 'lastSeq'>;
+  /** The table as this feed reads it (within its connection's and its tenant's reads). */
+  table: Pick<FeedTable, 'events' | 'lastSeq'>;
   tenant: string;
   runId: string;
   /** Replay from the table after this seq, then live; absent: live from now. */
   afterSeq?: number;
   types?: readonly string[];
-  /** The connection's send buffer (shared with its other subscriptions); absent: one of this feed's own. */
-  sendBuffer?: SendBuffer;
+  /** The connection's send buffer (shared with its other subscriptions), the one `table` reads within. */
+  sendBuffer: SendBuffer;
   /** How long a hole may stay open before the table is asked (events racing each other usually close it). */
   holeGraceMs?: number;
   /** How long a hole the table cannot fill is waited for before it is stepped over. */
@@ -50,8 +52,6 @@ export interface EventFeedOptions {
 
 /** Events read per table request (DynamoDB also stops a page at 1 MB). */
 const PAGE = 500;
-/** A feed's own send buffer when its connection gives none. */
-const DEFAULT_SEND_BUFFER_BYTES = 1024 * 1024;
 
 type Page = Awaited<ReturnType<EventStore['page']>>;
 
@@ -68,7 +68,7 @@ class EventFeed implements Listener {
   private readonly unsubscribe: () => void;
 
   constructor(private readonly options: EventFeedOptions) {
-    this.sendBuffer = options.sendBuffer ?? new SendBuffer(DEFAULT_SEND_BUFFER_BYTES);
+    this.sendBuffer = options.sendBuffer;
     this.out = new Channel<FeedEvent>({
       capacity: options.capacity ?? 1000,
       sendBuffer: this.sendBuffer,
@@ -152,10 +152,10 @@ class EventFeed implements Listener {
 
   /** Where the run ends: as the hub knows it while this server watches the run, or read (shared with others starting alike). */
   private findEnd() {
-    const { events, tenant, runId, hub } = this.options;
+    const { table, tenant, runId, hub } = this.options;
     const topic = topics.events(tenant, runId);
     hub
-      .endFor(topic, this, () => events.lastSeq(tenant, runId))
+      .endFor(topic, this, () => table.lastSeq(runId))
       .then(
         (lastSeq) => this.onFound(lastSeq),
         (err) => this.onFailed(err),
@@ -174,14 +174,12 @@ class EventFeed implements Listener {
 
   /** Reads a page from `next` on, only while the connection has room: nothing read now could be queued otherwise. */
   private read() {
-    const { events, tenant, runId } = this.options;
+    const { table, runId } = this.options;
     const after = this.machine.next - 1;
     const sendBuffer = this.sendBuffer;
-    sendBuffer
-      .read(async () =>
-        sendBuffer.full
-          ? undefined
-          : events.page({ tenant, runId, after, limit: sendBuffer.itemsWithRoom(PAGE), consistent: true, singleRequest: true }),
+    table
+      .events(() =>
+        sendBuffer.full ? undefined : { runId, after, limit: sendBuffer.itemsWithRoom(PAGE), consistent: true, singleRequest: true },
       )
       .then(
         (page) => this.handle(page, false),
@@ -191,13 +189,11 @@ class EventFeed implements Listener {
 
   /** Stepped-over seqs written since, which the live feed may not have brought (it was behind, or the stream lost them). */
   private recheck() {
-    const { events, tenant, runId } = this.options;
+    const { table, runId } = this.options;
     const range = this.machine.range;
     if (!range) return;
-    this.sendBuffer
-      .read(() =>
-        events.page({ tenant, runId, after: range.from - 1, before: range.to + 1, limit: PAGE, consistent: true, singleRequest: true }),
-      )
+    table
+      .events(() => ({ runId, after: range.from - 1, before: range.to + 1, limit: PAGE, consistent: true, singleRequest: true }))
       .then(
         (page) => this.handle(page, true),
         (err) => this.onFailed(err),

@@ -1,15 +1,17 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
 import type { OutputChunk } from '../domain/output.ts';
 import { type Logger, silentLogger } from '../lib/logger.ts';
-import type { Stores } from '../store/index.ts';
+import { ReadShares, type Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
 import { type Change, decodeRecord } from './changes.ts';
 import { type EventFeedOptions, eventFeed } from './event-feed.ts';
+import { feedTable } from './feed-table.ts';
 import { Hub } from './hub.ts';
 import { lazily, type Source } from './lazy.ts';
 import { OutputFeed, type OutputFeedOptions } from './output-feed.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { createReplicas, type ReplicaOptions } from './replicas.ts';
+import { DEFAULT_SEND_BUFFER_BYTES, SendBuffer } from './send-buffer.ts';
 import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
 import { type LeasesFeedQuery, leasesFeed, type RunsFeedQuery, runsFeed } from './tenant-feeds.ts';
 
@@ -17,6 +19,8 @@ export interface LiveOptions {
   clients: Pick<Clients, 'dynamo' | 'pollerStreams'>;
   tableName: string;
   stores: Stores;
+  /** Table reads in flight shared between tenants (the server's, shared with requests); absent: a share of this server's own. */
+  readShares?: ReadShares;
   poll?: Pick<PollerOptions, 'minIntervalMs' | 'idleIntervalMs' | 'maxBackoffMs'>;
   log?: Logger;
   /** How long a run's feed waits for a missing seq before it steps over it (and says so). */
@@ -30,10 +34,10 @@ export interface LiveOptions {
 }
 
 /** What a runOutput subscription asks for. */
-export type RunOutputQuery = Pick<OutputFeedOptions, 'tenant' | 'runId' | 'stream' | 'afterOffset' | 'sendBuffer'>;
+export type RunOutputQuery = Pick<OutputFeedOptions, 'tenant' | 'runId' | 'stream' | 'afterOffset'> & { sendBuffer?: SendBuffer };
 
 /** What a runEvents subscription asks for. */
-export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types' | 'sendBuffer'>;
+export type RunEventsQuery = Pick<EventFeedOptions, 'tenant' | 'runId' | 'afterSeq' | 'types'> & { sendBuffer?: SendBuffer };
 
 export type Live = Awaited<ReturnType<typeof startLive>>;
 
@@ -41,6 +45,7 @@ export async function startLive({
   clients,
   tableName,
   stores,
+  readShares = new ReadShares({ total: 64, perTenant: 16 }),
   poll,
   log = silentLogger,
   gapWaitMs,
@@ -50,7 +55,14 @@ export async function startLive({
 }: LiveOptions) {
   const onError = (err: unknown) => log.warn(`subscription failed: ${err instanceof Error ? err.message : String(err)}`);
   const hub = new Hub(onError);
-  const replicas = shared ? createReplicas(shared, hub, log) : undefined;
+  const replicas = shared
+    ? createReplicas(shared, hub, log, {
+        // Within the tenant's share of reads in flight, as its feeds' reads are.
+        runHead: (tenant, runId) =>
+          stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0, reads: { begin: () => readShares.acquire(tenant) } }),
+        lease: (tenant, unitId) => stores.leases.read(tenant, unitId, { begin: () => readShares.acquire(tenant) }),
+      })
+    : undefined;
   /** A change this replica learned of first: to its subscribers, and to the other replicas'. */
   const publish = replicas ? replicas.publish : (change: Change) => hub.publish(change);
   /** Feeds reading from the table because their subscriber fell behind. */
@@ -100,7 +112,14 @@ export async function startLive({
     await poller.stop();
     await replicas?.leave();
   };
-  const deps = { hub, stores, onError };
+  /**
+   * What a feed reads the table through: its connection's send buffer (one of its own without
+   * a connection) and its tenant's share of reads in flight.
+   */
+  const reading = <Q extends { tenant: string; sendBuffer?: SendBuffer }>(query: Q) => {
+    const sendBuffer = query.sendBuffer ?? new SendBuffer(DEFAULT_SEND_BUFFER_BYTES);
+    return { ...query, sendBuffer, table: feedTable(stores, readShares, query.tenant, sendBuffer) };
+  };
   return {
     hub,
     poller,
@@ -115,19 +134,29 @@ export async function startLive({
     get laggingFeeds() {
       return feedStats.lagging;
     },
-    runEvents: (query: RunEventsQuery) =>
-      lazily(() => eventFeed({ hub, events: stores.events, ...query, gapWaitMs, stats: feedStats, onError }), track),
-    runChanged: (query: RunFeedQuery) => lazily(() => runFeed(deps, query), track),
-    leaseChanged: (query: LeaseFeedQuery) => lazily(() => leaseFeed(deps, query), track),
-    runsChanged: (query: RunsFeedQuery) => lazily(() => runsFeed(deps, query), track),
-    leasesChanged: (query: LeasesFeedQuery) => lazily(() => leasesFeed(deps, query), track),
+    runEvents: (query: RunEventsQuery) => lazily(() => eventFeed({ hub, ...reading(query), gapWaitMs, stats: feedStats, onError }), track),
+    runChanged: (query: RunFeedQuery) =>
+      lazily(() => {
+        const { table, ...rest } = reading(query);
+        return runFeed({ hub, table, onError }, rest);
+      }, track),
+    leaseChanged: (query: LeaseFeedQuery) =>
+      lazily(() => {
+        const { table, ...rest } = reading(query);
+        return leaseFeed({ hub, table, onError }, rest);
+      }, track),
+    runsChanged: (query: RunsFeedQuery) =>
+      lazily(() => {
+        const { table, ...rest } = reading(query);
+        return runsFeed({ hub, table }, rest);
+      }, track),
+    leasesChanged: (query: LeasesFeedQuery) => lazily(() => leasesFeed({ hub }, query), track),
     runOutput: (query: RunOutputQuery) =>
       lazily(
         () =>
           new OutputFeed({
             hub,
-            store: stores.outputs,
-            ...query,
+            ...reading(query),
             waiting: () => outputWaiting?.(query.tenant, query.runId, query.stream),
             gapWaitMs: outputGapMs,
             onError,

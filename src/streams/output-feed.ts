@@ -10,20 +10,22 @@
  * the feed stops taking live text and, once the reader drains, reads on from the table.
  */
 import { codePoints, endOf, type OutputChunk, slicePoints } from '../domain/output.ts';
-import type { OutputStore } from '../store/outputs.ts';
 import { topics } from './changes.ts';
+import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { Pullable } from './pullable.ts';
-import { SendBuffer } from './send-buffer.ts';
+import type { SendBuffer } from './send-buffer.ts';
 
 export interface OutputFeedOptions {
   hub: Hub;
-  store: OutputStore;
+  /** The table as this feed reads it (within its connection's and its tenant's reads). */
+  table: Pick<FeedTable, 'output'>;
   tenant: string;
   runId: string;
   stream: string;
   afterOffset: number;
-  sendBuffer?: SendBuffer;
+  /** The connection's send buffer, the one `table` reads within. */
+  sendBuffer: SendBuffer;
   /** Text accepted on this server that is not stored yet (a subscriber joining need not wait for it). */
   waiting?: () => OutputChunk | undefined;
   /** How long live text ahead of the reader waits before the table is read again. */
@@ -63,7 +65,7 @@ export class OutputFeed extends Pullable<OutputChunk> {
   constructor(private readonly options: OutputFeedOptions) {
     super(() => this.unsubscribe());
     this.position = this.bufferOffset = options.afterOffset;
-    this.sendBuffer = options.sendBuffer ?? new SendBuffer(1024 * 1024);
+    this.sendBuffer = options.sendBuffer;
     const { hub, tenant, runId, stream } = options;
     this.unsubscribe = hub.subscribe(topics.output(tenant, runId, stream), {
       change: (change) => {
@@ -153,14 +155,19 @@ export class OutputFeed extends Pullable<OutputChunk> {
     }
     if (this.sendBuffer.full) return void this.waitForRoom();
     this.reading = true;
-    const { store, tenant, runId, stream } = this.options;
-    store
-      .read(tenant, runId, stream, this.position, {
-        maxBytes: Math.min(READ_BYTES.most, Math.max(READ_BYTES.least, this.sendBuffer.limit - this.sendBuffer.bytes)),
-      })
+    const { table, runId, stream } = this.options;
+    table
+      .output(runId, stream, this.position, () =>
+        // Filled while this read waited for its place (its socket stopped taking frames): nothing
+        // read could be held, so nothing is read; the feed reads once there is room.
+        this.sendBuffer.full
+          ? undefined
+          : Math.min(READ_BYTES.most, Math.max(READ_BYTES.least, this.sendBuffer.limit - this.sendBuffer.bytes)),
+      )
       .then((stored) => {
         this.reading = false;
         if (this.done) return;
+        if (!stored) return void this.waitForRoom();
         this.behind = false;
         if (stored.text || stored.final) this.take_(stored);
         // Text accepted here and not stored yet follows on at once.

@@ -12,7 +12,7 @@
  */
 
 import { fenceHolds } from '../domain/claim.ts';
-import { ClaimLost, OffsetConflict, OutputBacklog, OutputTooLong } from '../domain/errors.ts';
+import { ClaimLost, OffsetConflict, OutputBacklog, OutputStreamLimit, OutputTooLong } from '../domain/errors.ts';
 import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, type OutputStream, slicePoints, unitIndex } from '../domain/output.ts';
 import type { RunClaim } from '../domain/run.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -36,6 +36,10 @@ export interface OutputWriterOptions {
   maxStreams?: number;
   /** Text waiting to be stored across all streams at most (default 64 MiB); past it writes are refused, retryably. */
   maxWaitingBytes?: number;
+  /** One tenant's share of the waiting text and of the streams held (default a quarter); past it its writes are refused, retryably. */
+  tenantShare?: number;
+  /** Output streams one run may have (RUNPLANE_MAX_OUTPUT_STREAMS); a new stream past it is refused. */
+  maxStreamsPerRun: number;
 }
 
 export interface AppendOutput {
@@ -60,6 +64,12 @@ export interface OutputAnswer {
 const MAX_STREAMS = 2_000;
 /** Text waiting to be stored, all streams together. */
 const MAX_TOTAL_WAITING_BYTES = 64 * 1024 * 1024;
+/**
+ * One tenant's share of the text waiting to be stored, and of the streams held with text on its
+ * way: a quarter. A tenant past its share is refused (retryably) while the others still write;
+ * all of it is taken only by four tenants at their share at once.
+ */
+const TENANT_SHARE = 1 / 4;
 /** Text kept after it is stored, to answer a writer's retry without a read. */
 const TAIL_BYTES = 16 * 1024;
 /** Text one stream may have waiting to be stored (DynamoDB not taking it) before writes are refused, retryably. */
@@ -101,14 +111,20 @@ interface StreamState {
   /** Why the waiting text was dropped, for the writer's next write with the same token. */
   refused?: { token: number | undefined; error: Error };
   usedAt: number;
+  /** This server created the stream (nothing was stored of it when it was loaded). */
+  createdHere: boolean;
 }
 
 export function createOutputWriter(options: OutputWriterOptions) {
   const { store, publish, flushMs, flushBytes, maxLength, log } = options;
   const maxStreams = options.maxStreams ?? MAX_STREAMS;
   const maxTotalWaiting = options.maxWaitingBytes ?? MAX_TOTAL_WAITING_BYTES;
-  /** Bytes waiting across streams (kept as each stream's waitingBytes changes). */
+  /** Bytes waiting across streams (kept as each stream's waitingBytes changes), in all and per tenant. */
   let totalWaiting = 0;
+  const tenantWaiting = new Map<string, number>();
+  const share = options.tenantShare ?? TENANT_SHARE;
+  const tenantWaitingShare = Math.max(1, Math.floor(maxTotalWaiting * share));
+  const tenantStreamShare = Math.max(1, Math.floor(maxStreams * share));
   const now = options.now ?? Date.now;
   const streams = new Map<string, StreamState>();
   const loading = new Map<string, Promise<StreamState>>();
@@ -128,6 +144,9 @@ export function createOutputWriter(options: OutputWriterOptions) {
     const loaded = (async () => {
       await store.ensureRun(tenant, runId);
       const end = await store.storedEnd(tenant, runId, stream);
+      // A stream not stored yet is a new one: the run may have only so many.
+      const isNew = end.length === 0 && !end.final;
+      const stored = isNew ? await store.streamNames(tenant, runId, options.maxStreamsPerRun) : [];
       const state: StreamState = {
         tenant,
         runId,
@@ -142,15 +161,40 @@ export function createOutputWriter(options: OutputWriterOptions) {
         tailStart: end.length,
         waiters: [],
         usedAt: now(),
+        createdHere: isNew,
       };
+      if (isNew && streamsOf(tenant, runId, stored) >= options.maxStreamsPerRun)
+        throw new OutputStreamLimit(stream, options.maxStreamsPerRun);
       forgetIdle();
       // Every stream held has text on its way to the table: this one waits its turn.
       if (streams.size >= maxStreams) throw new OutputBacklog(stream);
+      // A tenant may keep a share of them busy, so that another's new stream still finds room.
+      if (busyStreamsOf(tenant) >= tenantStreamShare) throw new OutputBacklog(stream, 'tenant');
       streams.set(key, state);
       return state;
     })().finally(() => loading.delete(key));
     loading.set(key, loaded);
     return loaded;
+  }
+
+  /** The tenant's streams held here that cannot be forgotten now (text waiting, a flush out, a writer waiting). */
+  function busyStreamsOf(tenant: string) {
+    let count = 0;
+    for (const state of streams.values())
+      if (state.tenant === tenant && (state.waiting || state.flushing || state.waiters.length > 0)) count++;
+    return count;
+  }
+
+  /**
+   * The run's streams: those `stored` (read from the table) and those this server created, by
+   * name. A stream created here may be stored by now or not (its first flush may land while the
+   * names are read): counted once either way, so streams created at once cannot pass the limit.
+   */
+  function streamsOf(tenant: string, runId: string, stored: string[]) {
+    const names = new Set(stored);
+    for (const state of streams.values())
+      if (state.createdHere && state.tenant === tenant && state.runId === runId) names.add(state.stream);
+    return names.size;
   }
 
   /** Keeps the map bounded: streams with nothing waiting, least recently used first. */
@@ -230,7 +274,11 @@ export function createOutputWriter(options: OutputWriterOptions) {
   }
 
   function setWaitingBytes(state: StreamState, bytes: number) {
-    totalWaiting += bytes - state.waitingBytes;
+    const change = bytes - state.waitingBytes;
+    totalWaiting += change;
+    const tenant = (tenantWaiting.get(state.tenant) ?? 0) + change;
+    if (tenant > 0) tenantWaiting.set(state.tenant, tenant);
+    else tenantWaiting.delete(state.tenant);
     state.waitingBytes = bytes;
   }
 
@@ -397,7 +445,9 @@ export function createOutputWriter(options: OutputWriterOptions) {
       if (input.fencingToken !== undefined) await checkFence(input.tenant, input.runId, input.fencingToken);
       // A chunk carries one token: text under another one waits for what came before to be stored.
       if (state.waiting && state.token !== input.fencingToken) await flush(state);
-      if (state.waitingBytes > MAX_WAITING_BYTES || totalWaiting > maxTotalWaiting) throw new OutputBacklog(input.stream);
+      if (state.waitingBytes > MAX_WAITING_BYTES) throw new OutputBacklog(input.stream, 'stream');
+      if ((tenantWaiting.get(input.tenant) ?? 0) > tenantWaitingShare) throw new OutputBacklog(input.stream, 'tenant');
+      if (totalWaiting > maxTotalWaiting) throw new OutputBacklog(input.stream, 'server');
       // Checked again: the stream may have moved while this write waited.
       if (input.offset !== state.length || state.final)
         throw new OffsetConflict(input.runId, input.stream, state.length, state.final ? 'final' : 'taken', input.offset);
@@ -441,6 +491,9 @@ export function createOutputWriter(options: OutputWriterOptions) {
     stats() {
       return { streams: streams.size, waitingBytes: totalWaiting };
     },
+
+    /** For tests and /metrics: text one tenant has waiting to be stored. */
+    waitingOfTenant: (tenant: string) => tenantWaiting.get(tenant) ?? 0,
   };
 
   function durableUpTo(state: StreamState, end: number) {

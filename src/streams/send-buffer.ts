@@ -4,6 +4,9 @@
  * fills it; its feeds then stop queueing and read on from the table once it has drained
  * (the table is the buffer), so a slow or dead reader costs this bound and no more.
  */
+/** A feed's own send buffer when its connection gives none (tests, in-process callers). */
+export const DEFAULT_SEND_BUFFER_BYTES = 1024 * 1024;
+
 export class SendBuffer {
   private held = 0;
   /** Made at the first wait: a release (one per frame sent) then checks a field, not a map, on a busy socket. */

@@ -6,8 +6,8 @@
  */
 
 import type { Budget, Lease, Run, RunClaim } from '../domain/run.ts';
-import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
+import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { Latest } from './latest.ts';
 import type { Source } from './lazy.ts';
@@ -22,7 +22,8 @@ export interface RunState {
 
 interface FeedDeps {
   hub: Hub;
-  stores: Pick<Stores, 'runs' | 'leases'>;
+  /** The table as this feed reads it (within its connection's and its tenant's reads). */
+  table: Pick<FeedTable, 'runState' | 'lease'>;
   onError?: (err: unknown) => void;
 }
 
@@ -47,7 +48,7 @@ export interface LeaseFeedQuery {
 }
 
 /** Status and budget changes of a run, as its whole latest state. */
-export function runFeed({ hub, stores, onError }: FeedDeps, { tenant, runId, sendBuffer, seen }: RunFeedQuery): Source<RunState> {
+export function runFeed({ hub, table, onError }: FeedDeps, { tenant, runId, sendBuffer, seen }: RunFeedQuery): Source<RunState> {
   let run: Run | undefined;
   let budget: Budget | null = null;
   let claim: RunClaim | null = null;
@@ -87,7 +88,7 @@ export function runFeed({ hub, stores, onError }: FeedDeps, { tenant, runId, sen
   };
 
   const reread = async () => {
-    const snapshot = await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 });
+    const snapshot = await table.runState(runId);
     return snapshot ? { run: snapshot.run, budget: snapshot.budget, claim: snapshot.claim } : {};
   };
 
@@ -141,7 +142,7 @@ export function runFeed({ hub, stores, onError }: FeedDeps, { tenant, runId, sen
 }
 
 /** Changes of a unit's lease. */
-export function leaseFeed({ hub, stores, onError }: FeedDeps, { tenant, unitId, sendBuffer, seen }: LeaseFeedQuery): Source<Lease> {
+export function leaseFeed({ hub, table, onError }: FeedDeps, { tenant, unitId, sendBuffer, seen }: LeaseFeedQuery): Source<Lease> {
   let lease: Lease | null = null;
   const out = new Latest<Lease>({ sendBuffer, onClose: () => unsubscribe() });
   let ready = false;
@@ -159,15 +160,15 @@ export function leaseFeed({ hub, stores, onError }: FeedDeps, { tenant, unitId, 
       if (apply(change.lease) && lease) out.push(lease);
     },
     resync() {
-      stores.leases
-        .read(tenant, unitId)
+      table
+        .lease(unitId)
         .then((current) => apply(current) && lease && out.push(lease))
         .catch(onError);
     },
     refill() {
       if (rereading) return;
-      rereading = stores.leases
-        .read(tenant, unitId)
+      rereading = table
+        .lease(unitId)
         .then((current) => apply(current) && lease && out.push(lease))
         .catch(onError)
         .finally(() => {
@@ -175,8 +176,8 @@ export function leaseFeed({ hub, stores, onError }: FeedDeps, { tenant, unitId, 
         });
     },
   });
-  stores.leases
-    .read(tenant, unitId)
+  table
+    .lease(unitId)
     .then((current) => {
       apply(current);
       ready = true;

@@ -7,8 +7,8 @@
 import { ChangesLost, FellBehind } from '../domain/errors.ts';
 import type { Budget, Lease, Run, RunStatus } from '../domain/run.ts';
 import { TtlCache } from '../lib/ttl-cache.ts';
-import type { Stores } from '../store/index.ts';
 import { topics } from './changes.ts';
+import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { KeyedLatest } from './keyed-latest.ts';
 import type { SendBuffer } from './send-buffer.ts';
@@ -21,7 +21,8 @@ const REMEMBER_MS = 10 * 60_000;
 
 interface FeedDeps {
   hub: Hub;
-  stores: Pick<Stores, 'runs' | 'budgets'>;
+  /** The table as this feed reads it (within its connection's and its tenant's reads). */
+  table: Pick<FeedTable, 'runState' | 'budget'>;
   /** Waiting changes per subscriber (default MAX_WAITING_CHANGES). */
   maxWaiting?: number;
 }
@@ -44,7 +45,7 @@ type Waiting = { run?: Run; budget?: Budget };
 const remembered = () =>
   new TtlCache<string, { run: number; budget: number }>({ max: REMEMBERED_VERSIONS, ttlMs: REMEMBER_MS, now: Date.now });
 
-export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: FeedDeps, query: RunsFeedQuery) {
+export function runsFeed({ hub, table, maxWaiting = MAX_WAITING_CHANGES }: FeedDeps, query: RunsFeedQuery) {
   const { tenant, status } = query;
   const sent = remembered();
   const queue = new KeyedLatest<Waiting>({
@@ -74,8 +75,8 @@ export function runsFeed({ hub, stores, maxWaiting = MAX_WAITING_CHANGES }: Feed
    * pace), so that it knows both versions and drops the stream's copies by them.
    */
   async function complete(runId: string, waiting: Waiting): Promise<RunsChange | undefined> {
-    if (waiting.run) return { run: waiting.run, budget: waiting.budget ?? (await stores.budgets.get(tenant, runId, true)) };
-    const snapshot = await stores.runs.read(tenant, runId, { consistent: true, eventLimit: 0 });
+    if (waiting.run) return { run: waiting.run, budget: waiting.budget ?? (await table.budget(runId)) };
+    const snapshot = await table.runState(runId);
     if (!snapshot) return undefined;
     const budget = (snapshot.budget?.version ?? 0) > (waiting.budget?.version ?? 0) ? snapshot.budget : (waiting.budget ?? null);
     return { run: snapshot.run, budget };
@@ -108,7 +109,7 @@ export interface LeasesFeedQuery {
   sendBuffer?: SendBuffer;
 }
 
-export function leasesFeed({ hub, maxWaiting = MAX_WAITING_CHANGES }: Omit<FeedDeps, 'stores'>, query: LeasesFeedQuery) {
+export function leasesFeed({ hub, maxWaiting = MAX_WAITING_CHANGES }: Omit<FeedDeps, 'table'>, query: LeasesFeedQuery) {
   const sent = remembered();
   const queue = new KeyedLatest<Lease>({
     max: maxWaiting,

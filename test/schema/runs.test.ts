@@ -1,9 +1,11 @@
-import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { beforeAll, describe, expect, test } from 'vitest';
+import { BatchWriteCommand, GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { LISTING_PAGES_PER_SHARD, LISTING_SHARDS } from '../../src/store/listing-pages.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
+import { ownEngine } from '../support/engine.ts';
 import { OPEN_TENANT } from '../support/runs.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { type GraphQLResponse, startTestServer, type TestServer } from '../support/server.ts';
 
 let api: TestServer;
 beforeAll(async () => {
@@ -262,4 +264,90 @@ describe('transitionRun', () => {
     expect(results.filter((r) => r === 'Run')).toHaveLength(1);
     expect(results.filter((r) => r === 'StatusConflict')).toHaveLength(3);
   });
+});
+
+interface RunsPage {
+  edges: { node: { id: string } }[];
+  pageInfo: { hasNextPage: boolean; endCursor: string | null };
+}
+
+describe('runs(first, status) among runs past their retention that DynamoDB has not deleted yet', () => {
+  let own: TestServer;
+  const live: string[] = [];
+  beforeAll(async () => {
+    // An engine whose TTL deletes an item an hour after it expired, as DynamoDB does late.
+    const { engine } = await ownEngine({ ttlDeleteDelayMs: 3_600_000 });
+    afterAll(() => engine.close());
+    own = await startTestServer({ endpoint: engine.endpoint });
+    const template = await own.gql(CREATE, { input: { id: uniqueName('template'), task: 't', budgetCap: 10 } });
+    const templateId = template.data.createRun.id;
+    const { Item: row = {} } = await own.server.clients.doc.send(
+      new GetCommand({ TableName: own.table, Key: keys.run(OPEN_TENANT, templateId) }),
+    );
+    const now = Math.floor(Date.now() / 1000);
+    const start = Date.now() - 3_600_000;
+    // 3 finished runs kept, among 2,000 past their retention (the template is one of these too); the newest 1,300 all past it.
+    const rows = Array.from({ length: 2003 }, (_, i) => {
+      const kept = [300, 500, 700].includes(i);
+      const id = i === 0 ? templateId : `${kept ? 'kept' : 'gone'}-${String(i).padStart(4, '0')}-${uniqueName('r')}`;
+      const createdAt = new Date(start + i * 1000).toISOString();
+      if (kept) live.unshift(id);
+      return {
+        ...row,
+        ...keys.run(OPEN_TENANT, id),
+        ...keys.runListing(OPEN_TENANT, id, 'COMPLETED', createdAt),
+        runId: id,
+        status: 'COMPLETED',
+        createdAt,
+        updatedAt: createdAt,
+        expiresAt: kept ? now + 86_400 : now - 86_400,
+      };
+    });
+    for (let i = 0; i < rows.length; i += 200) {
+      await Promise.all(
+        Array.from({ length: 8 }, (_, j) => rows.slice(i + j * 25, i + j * 25 + 25)).map(async (batch) => {
+          let unprocessed: Record<string, never[]> | undefined = {
+            [own.table]: batch.map((Item) => ({ PutRequest: { Item } })) as never[],
+          };
+          while (batch.length > 0 && unprocessed && Object.keys(unprocessed).length > 0) {
+            const answer = await own.server.clients.doc.send(new BatchWriteCommand({ RequestItems: unprocessed }));
+            unprocessed = answer.UnprocessedItems as typeof unprocessed;
+          }
+        }),
+      );
+    }
+  });
+
+  test.each([[''], ['status: COMPLETED, ']])(
+    'runs(%sfirst: 2): a bounded few Queries per shard a page; by endCursor, the 3 kept runs once, newest first',
+    async (status) => {
+      const seen: string[] = [];
+      const sizes: number[] = [];
+      let after: string | null = null;
+      for (;;) {
+        expect(sizes.length, 'pages before hasNextPage went false').toBeLessThan(20);
+        const from = own.requestInputs.length;
+        const answer: GraphQLResponse<{ runs: RunsPage }> = await own.gql(
+          `query($after: String) { runs(${status}first: 2, after: $after) { edges { node { id } } pageInfo { hasNextPage endCursor } } }`,
+          { after },
+        );
+        expect(answer.errors).toBeUndefined();
+        // The listing's Queries (not the server's own reads of other index partitions, as the stall watcher's).
+        const listing = keys.runShard(OPEN_TENANT, 0).slice(0, -1);
+        const queries = own.requestInputs
+          .slice(from)
+          .filter(({ name, input }) => name === 'QueryCommand' && JSON.stringify(input).includes(listing));
+        expect(queries.length).toBeLessThanOrEqual(LISTING_SHARDS * LISTING_PAGES_PER_SHARD);
+        const page = answer.data?.runs as RunsPage;
+        sizes.push(page.edges.length);
+        seen.push(...page.edges.map((edge) => edge.node.id));
+        if (!page.pageInfo.hasNextPage) break;
+        expect(page.pageInfo.endCursor).not.toBeNull();
+        after = page.pageInfo.endCursor;
+      }
+      expect(seen).toEqual(live);
+      // The first page's reads ran out among expired runs only: empty, yet the listing went on.
+      expect(sizes[0]).toBe(0);
+    },
+  );
 });

@@ -3,9 +3,12 @@
 import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { RunEvent } from '../../src/domain/run.ts';
+import { ReadShares } from '../../src/store/index.ts';
 import { topics } from '../../src/streams/changes.ts';
-import { eventFeed } from '../../src/streams/event-feed.ts';
+import { type EventFeedOptions, eventFeed } from '../../src/streams/event-feed.ts';
+import { feedTable } from '../../src/streams/feed-table.ts';
 import { Hub } from '../../src/streams/hub.ts';
+import { SendBuffer } from '../../src/streams/send-buffer.ts';
 import { appendEvent, newRun, OPEN_TENANT, putEventRow, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
@@ -14,6 +17,16 @@ let api: TestServer;
 beforeAll(async () => {
   api = await startTestServer();
 });
+
+/** A feed reading the server's table (its reads of the run's end through `lastSeq` when given). */
+function feedOf({
+  lastSeq,
+  ...options
+}: Omit<EventFeedOptions, 'table' | 'sendBuffer'> & { lastSeq?: (tenant: string, id: string) => Promise<number> }) {
+  const sendBuffer = new SendBuffer(1024 * 1024);
+  const table = feedTable(api.server.stores, new ReadShares({ total: 64, perTenant: 16 }), options.tenant, sendBuffer);
+  return eventFeed({ ...options, sendBuffer, table: lastSeq ? { ...table, lastSeq: (id) => lastSeq(options.tenant, id) } : table });
+}
 
 /** An event row written straight into the table, as a writer that bypasses the API would. */
 const write = (runId: string, seq: number) => putEventRow(api, runId, seq, { bare: true });
@@ -37,9 +50,8 @@ describe('the event feed', () => {
     for (const capacity of [1, 2, 3]) {
       const runId = await newRun(api, { budgetCap: 1 });
       for (let i = 1; i <= 10; i++) await api.gql(`mutation { appendEvent(input: { runId: "${runId}", type: "x" }) { __typename } }`);
-      const feed = eventFeed({
+      const feed = feedOf({
         hub: api.server.live.hub,
-        events: api.server.stores.events,
         tenant: 'default',
         runId,
         afterSeq: 0,
@@ -70,21 +82,18 @@ describe('the event feed', () => {
     const options = {
       hub,
       // The real store, its reads of the run's end counted.
-      events: {
-        page: store.page,
-        lastSeq: (tenant: string, id: string) => {
-          reads++;
-          return store.lastSeq(tenant, id);
-        },
+      lastSeq: (tenant: string, id: string) => {
+        reads++;
+        return store.lastSeq(tenant, id);
       },
       tenant: 'default',
       runId,
     };
-    const first = eventFeed(options);
+    const first = feedOf(options);
     await waitFor(() => hub.endOf(topics.events('default', runId)) === 3, { what: 'the first feed`s read of the end' });
     await append();
     await append();
-    const later = Array.from({ length: 5 }, () => eventFeed(options));
+    const later = Array.from({ length: 5 }, () => feedOf(options));
     await append();
     await append();
     expect(await take(first, 4)).toEqual([4, 5, 6, 7]);
@@ -100,16 +109,13 @@ describe('the event feed', () => {
     // The reads of the run's end that have come back (what the hub keeps of one may be forgotten
     // again at any time: a late copy of the run's creation from the stream, say).
     let endsRead = 0;
-    const events = {
-      page: store.page,
-      lastSeq: async (tenant: string, id: string) => {
-        const last = await store.lastSeq(tenant, id);
-        endsRead++;
-        return last;
-      },
+    const lastSeq = async (tenant: string, id: string) => {
+      const last = await store.lastSeq(tenant, id);
+      endsRead++;
+      return last;
     };
     // A subscriber left open on the run (a dashboard), live from its end.
-    const old = eventFeed({ hub, events, tenant: 'default', runId });
+    const old = feedOf({ hub, lastSeq, tenant: 'default', runId });
     await waitFor(() => endsRead === 1, { what: 'the end read' });
     await appendEvent(api, runId);
     expect((await old.next()).value?.seq).toBe(6);
@@ -131,7 +137,7 @@ describe('the event feed', () => {
     // Long after, this server's own hint of the run's end is forgotten; here one read resets it.
     expect(await store.lastSeq('default', runId)).toBe(0);
     await newRun(api, { id: runId, budgetCap: 1 });
-    const fresh = eventFeed({ hub, events, tenant: 'default', runId });
+    const fresh = feedOf({ hub, lastSeq, tenant: 'default', runId });
     await waitFor(() => endsRead === 2, { what: 'the new run`s end read' });
     for (let i = 1; i <= 3; i++) expect((await appendEvent(api, runId))?.seq).toBe(i);
     expect(await take(fresh, 3)).toEqual([1, 2, 3]);
@@ -140,7 +146,7 @@ describe('the event feed', () => {
 
   test('a writer that bypasses the API and writes out of order: the late seq is still handed out in its place', async () => {
     const runId = await newRun(api, { budgetCap: 1 });
-    const feed = eventFeed({ hub: api.server.live.hub, events: api.server.stores.events, tenant: 'default', runId, afterSeq: 0 });
+    const feed = feedOf({ hub: api.server.live.hub, tenant: 'default', runId, afterSeq: 0 });
     const got = take(feed, 4);
     await write(runId, 1);
     await write(runId, 3);
@@ -153,9 +159,8 @@ describe('the event feed', () => {
 
   test('a real gap (a seq never written) is stepped over after the wait, and nothing after it is lost', async () => {
     const runId = await newRun(api, { budgetCap: 1 });
-    const feed = eventFeed({
+    const feed = feedOf({
       hub: api.server.live.hub,
-      events: api.server.stores.events,
       tenant: 'default',
       runId,
       afterSeq: 0,
@@ -170,9 +175,8 @@ describe('the event feed', () => {
 
   test('an event seen live but not in the table is waited for, then handed out saying what is missing before it', async () => {
     const runId = await newRun(api, { budgetCap: 1 });
-    const feed = eventFeed({
+    const feed = feedOf({
       hub: api.server.live.hub,
-      events: api.server.stores.events,
       tenant: 'default',
       runId,
       afterSeq: 0,

@@ -11,6 +11,7 @@ import type { Engine } from '../../src/engine/index.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { createOutputWriter } from '../../src/streams/output-writer.ts';
 import { SendBuffer } from '../../src/streams/send-buffer.ts';
+import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { newRun, OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
@@ -134,7 +135,7 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
   });
 
   /** A writer of the server's own store and live fan-out, with bounds small enough to reach. */
-  const smallWriter = (bounds: { maxStreams?: number; maxWaitingBytes?: number }) =>
+  const smallWriter = (bounds: { maxStreams?: number; maxWaitingBytes?: number; tenantShare?: number; maxStreamsPerRun?: number }) =>
     createOutputWriter({
       store: api.server.stores.outputs,
       claimOf: async () => null,
@@ -143,6 +144,7 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
       flushMs: 50,
       flushBytes: 16 * 1024,
       maxLength: 1_000_000,
+      maxStreamsPerRun: 64,
       log: silentLogger,
       ...bounds,
     });
@@ -165,7 +167,8 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
 
   test('with every stream held waiting on DynamoDB, a new stream is refused retryably; so is text past the total waiting bound', async () => {
     const runId = await newRun(api);
-    const writer = smallWriter({ maxStreams: 2, maxWaitingBytes: 100 * 1024 });
+    // One tenant may take it all here: the server's total is what this reaches.
+    const writer = smallWriter({ maxStreams: 2, maxWaitingBytes: 100 * 1024, tenantShare: 1 });
     {
       using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], error: 'InternalServerError' });
       await write(writer, runId, 'a', 0, 'x'.repeat(60 * 1024));
@@ -178,6 +181,44 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
     await waitFor(() => writer.stats().waitingBytes === 0, { what: 'the waiting text to be stored', timeoutMs: 60_000 });
     expect((await write(writer, runId, 'c', 0, 'z', true)).durable).toBe(true);
     expect((await write(writer, runId, 'a', 60 * 1024, 'x', true)).durable).toBe(true);
+  });
+
+  test('one tenant at its share of the waiting text is refused retryably; another tenant still writes', async () => {
+    const writer = smallWriter({ maxStreams: 100, maxWaitingBytes: 400 * 1024 });
+    const hogRun = await newRun(api);
+    const calmRun = uniqueName('run');
+    await api.server.stores.runs.create({ tenant: 'calm', id: calmRun, task: 't', budgetCap: 1, eventShards: 1 });
+    {
+      using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], error: 'InternalServerError' });
+      let refused: unknown;
+      for (let i = 0; i < 12 && !refused; i++)
+        await write(writer, hogRun, `s${i}`, 0, 'x'.repeat(40 * 1024)).catch((err) => {
+          refused = err;
+        });
+      expect(refused).toBeInstanceOf(OutputBacklog);
+      expect(refused).toMatchObject({ full: 'tenant' });
+      // The hog holds its share (and one write past it), not the server's whole backlog.
+      expect(writer.waitingOfTenant(OPEN_TENANT)).toBeLessThanOrEqual(100 * 1024 + 40 * 1024);
+      const calm = await writer.append({ tenant: 'calm', runId: calmRun, stream: 'llm', offset: 0, text: 'still here', final: false });
+      expect(calm.chunk).toMatchObject({ offset: 0, text: 'still here' });
+    }
+    await waitFor(() => writer.stats().waitingBytes === 0, { what: 'the waiting text to be stored', timeoutMs: 60_000 });
+  });
+
+  test('one tenant keeping its share of the held streams busy is refused a new one; another tenant still gets one', async () => {
+    const writer = smallWriter({ maxStreams: 8 });
+    const hogRun = await newRun(api);
+    const calmRun = uniqueName('run');
+    await api.server.stores.runs.create({ tenant: 'calm', id: calmRun, task: 't', budgetCap: 1, eventShards: 1 });
+    {
+      using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], error: 'InternalServerError' });
+      await write(writer, hogRun, 'a', 0, 'x');
+      await write(writer, hogRun, 'b', 0, 'x');
+      await expect(write(writer, hogRun, 'c', 0, 'x')).rejects.toMatchObject({ full: 'tenant' });
+      const calm = await writer.append({ tenant: 'calm', runId: calmRun, stream: 'llm', offset: 0, text: 'room', final: false });
+      expect(calm.chunk.text).toBe('room');
+    }
+    await waitFor(() => writer.stats().waitingBytes === 0, { what: 'the waiting text to be stored', timeoutMs: 60_000 });
   });
 
   test('a fenced write whose claim cannot be read fails, and leaves no watch on its run behind', async () => {
@@ -198,6 +239,7 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
       flushMs: 50,
       flushBytes: 16 * 1024,
       maxLength: 1_000_000,
+      maxStreamsPerRun: 64,
       log: silentLogger,
     });
     for (let i = 0; i < 3; i++) {

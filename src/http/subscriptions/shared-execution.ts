@@ -70,8 +70,12 @@ export function sharedExecution(args: ExecutionArgs, { plain = false } = {}): (p
       if (planned === undefined) planned = planResults(args) ?? null;
       result = remember(
         planned?.(payload) ??
-          // Each event's result is a response of its own: it gets a whole response size limit.
-          execute({ ...args, rootValue: payload, contextValue: { ...context, response: context.response?.fork() } }),
+          // Each event's result is a response of its own: it gets a whole response size limit and read budget.
+          execute({
+            ...args,
+            rootValue: payload,
+            contextValue: { ...context, response: context.response?.fork(), reads: context.reads?.fork() },
+          }),
         payload,
       );
       if (!shared) results.set(payload, { key, result, others: undefined });

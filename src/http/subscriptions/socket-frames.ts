@@ -125,11 +125,15 @@ export function deliverOverSocket(
   });
   const delivered = (async () => {
     try {
+      let item: IteratorResult<ExecutionResult> | undefined;
       for (;;) {
         // The feed hands over an event only while the send buffer has room for it (the frames below hold it).
-        const item = await source.next();
+        item = await source.next();
         if (item.done || stopped || !isOpen(socket)) break;
         write(item.value);
+        // Let go before the next wait: a suspended function keeps what its variables held, and
+        // a result holds its event, JSON and frame (a socket then held one per subscription).
+        item = undefined;
       }
     } catch (err) {
       // A reader that went away mid-write is an ordinary end, not a failure to report.

@@ -6,6 +6,7 @@ import type { RunEvent } from '../../domain/run.ts';
 import { stored } from '../../table/codec.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
+import type { TableReads } from '../reads.ts';
 import { type AppendEvent, createAppends, type EventClaim, runKey } from './append.ts';
 import { type EventPageQuery, pageEvents } from './page.ts';
 import { createPositions } from './position.ts';
@@ -45,8 +46,8 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
      * deleted only by its TTL, long after it finished).
      * @throws RunNotFound
      */
-    ensureRun: async (tenant: string, runId: string) => {
-      await positions.ensureRun(tenant, runId);
+    ensureRun: async (tenant: string, runId: string, reads?: TableReads) => {
+      await positions.ensureRun(tenant, runId, reads);
     },
 
     /**
@@ -64,7 +65,8 @@ export function createEventStore(deps: StoreDeps, idempotency: Idempotency) {
     },
 
     /** A page of events in seq order (or newest first), filtered by type; `more` tells whether any follow. */
-    page: async (query: EventPageQuery) => pageEvents(deps, { ...query, shards: await positions.shardsOf(query.tenant, query.runId) }),
+    page: async (query: EventPageQuery) =>
+      pageEvents(deps, { ...query, shards: await positions.shardsOf(query.tenant, query.runId, query.reads) }),
 
     /** The run's event shard count (1 for a run that does not exist), and what this process knows of it without a read. */
     shardsOf: positions.shardsOf,

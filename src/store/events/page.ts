@@ -4,7 +4,8 @@ import type { RunEvent } from '../../domain/run.ts';
 import { attr, eventBytes, toEvent } from '../../table/codec.ts';
 import { eventSk, keys } from '../../table/keys.ts';
 import type { ResponseLimit, StoreDeps } from '../deps.ts';
-import { mergedEvents } from './merge.ts';
+import { metered, type TableReads } from '../reads.ts';
+import { EVENT_PAGES_PER_SHARD, mergedEvents } from './merge.ts';
 
 export interface EventPageQuery {
   tenant: string;
@@ -18,10 +19,12 @@ export interface EventPageQuery {
   forward?: boolean;
   types?: readonly string[];
   consistent?: boolean;
-  /** Stop after one DynamoDB request (at most 1 MB read), even with fewer events than `limit`. */
+  /** Stop after one DynamoDB request per shard (at most 1 MB read each), even with fewer events than `limit`. */
   singleRequest?: boolean;
   /** Charged with the size of what the page hands back (throws when it is spent). */
   responseLimit?: ResponseLimit;
+  /** Whose reads these are (a request's, a feed's). */
+  reads?: TableReads;
 }
 
 /** The Query key condition for events of one partition with sort keys from `from` to `to` (all of them by default). */
@@ -38,8 +41,8 @@ export function eventRange(pk: string, from = keys.events.first, to = keys.event
  * which the engine, the SDK and the codec would each go over).
  */
 const EVENT_PROJECTION = {
-  ProjectionExpression: 'pk, sk, #type, #payload, #createdAt',
-  ExpressionAttributeNames: { '#type': attr.type, '#payload': attr.payload, '#createdAt': attr.createdAt },
+  ProjectionExpression: 'pk, sk, #type, #payload, #createdAt, #origin',
+  ExpressionAttributeNames: { '#type': attr.type, '#payload': attr.payload, '#createdAt': attr.createdAt, '#origin': attr.origin },
 };
 
 /** Items read per Query when filtering by type. */
@@ -55,18 +58,44 @@ function typeFilter(types: readonly string[] | undefined) {
   };
 }
 
+export interface EventPage {
+  events: RunEvent[];
+  /** Whether any follow (precede, newest first). */
+  more: boolean;
+  /**
+   * Set when the page's reads ran out (EVENT_PAGES_PER_SHARD per shard) before `limit` events
+   * were found, as a filter dropping most of what it reads makes them: the seq the read got to,
+   * every event up to it handed out. The next page goes on after it (before it, newest first).
+   */
+  readTo?: number;
+}
+
 /**
  * A page of events in seq order (or newest first), filtered by type; `more` tells whether any
- * follow. Over a run's event shards, one Query each in parallel, merged by seq.
+ * follow. Over a run's event shards, one Query each in parallel, merged by seq; at most
+ * EVENT_PAGES_PER_SHARD Queries per shard, so a rare type may make a short (even empty) page.
  */
-export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery & { shards: number }) {
-  const { tenant, runId, after, before, limit, forward = true, types, consistent = false, singleRequest, responseLimit, shards } = query;
+export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPageQuery & { shards: number }): Promise<EventPage> {
+  const {
+    tenant,
+    runId,
+    after,
+    before,
+    limit,
+    forward = true,
+    types,
+    consistent = false,
+    singleRequest,
+    responseLimit,
+    reads,
+    shards,
+  } = query;
   const from = eventSk(Math.min((after ?? 0) + 1, MAX_INT));
   const to = eventSk(Math.max((before ?? MAX_INT + 1) - 1, 0));
-  if (from > to) return { events: [] as RunEvent[], more: false };
+  if (from > to) return { events: [], more: false };
   const { filter, values } = typeFilter(types);
-  const { items, exhausted } = await mergedEvents(
-    { doc },
+  const { items, exhausted, readTo } = await mergedEvents(
+    { doc: metered(doc, reads) },
     {
       partitions: keys.eventPartitions(tenant, runId, shards),
       query: (pk) => {
@@ -86,11 +115,12 @@ export async function pageEvents({ doc, tableName }: StoreDeps, query: EventPage
       // A filter applies after Limit: read wider pages so that a rare type costs few requests.
       minPageItems: types?.length ? FILTERED_PAGE : 0,
       forward,
-      singleRequest,
+      maxPages: singleRequest ? 1 : EVENT_PAGES_PER_SHARD,
     },
   );
   const events = items.map(toEvent);
   // What the page hands back is charged (the one read past `limit` only tells whether more follow).
   responseLimit?.spend(events.slice(0, limit).reduce((bytes, event) => bytes + eventBytes(event), 0));
-  return { events: events.slice(0, limit), more: events.length > limit || !exhausted };
+  if (events.length > limit) return { events: events.slice(0, limit), more: true };
+  return { events, more: !exhausted, ...(readTo !== undefined ? { readTo } : {}) };
 }

@@ -11,6 +11,7 @@ import { attr, eventShardsOf, toEvent } from '../../table/codec.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';
+import { metered, type TableReads } from '../reads.ts';
 import { eventRange } from './page.ts';
 
 /** How long a run's existence and last seq are trusted without reading them again. */
@@ -39,8 +40,8 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
   }
 
   /** The run's metadata row as appends need it, strongly consistent; undefined when absent or expired. */
-  async function readMeta(tenant: string, runId: string) {
-    const { Item } = await doc.send(
+  async function readMeta(tenant: string, runId: string, reads?: TableReads) {
+    const { Item } = await metered(doc, reads).send(
       new GetCommand({
         TableName: tableName,
         Key: keys.run(tenant, runId),
@@ -60,14 +61,16 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
   const knownShards = (tenant: string, runId: string) => shardCounts.get(runKey(tenant, runId));
 
   /** The run's event shard count (1 for a run that does not exist: it has no events anywhere). */
-  const shardsOf = async (tenant: string, runId: string) => knownShards(tenant, runId) ?? (await readMeta(tenant, runId)) ?? 1;
+  const shardsOf = async (tenant: string, runId: string, reads?: TableReads) =>
+    knownShards(tenant, runId) ?? (await readMeta(tenant, runId, reads)) ?? 1;
 
   /** The run's highest seq (0 for none), strongly consistent: the last event of each shard, read in parallel. */
-  async function lastSeq(tenant: string, runId: string, shards?: number) {
-    const partitions = keys.eventPartitions(tenant, runId, shards ?? (await shardsOf(tenant, runId)));
+  async function lastSeq(tenant: string, runId: string, shards?: number, reads?: TableReads) {
+    const partitions = keys.eventPartitions(tenant, runId, shards ?? (await shardsOf(tenant, runId, reads)));
+    const reader = metered(doc, reads);
     const lasts = await Promise.all(
       partitions.map(async (pk) => {
-        const { Items = [] } = await doc.send(
+        const { Items = [] } = await reader.send(
           new QueryCommand({
             TableName: tableName,
             ...eventRange(pk),
@@ -89,10 +92,10 @@ export function createPositions({ doc, tableName, now }: StoreDeps) {
    * @returns the run's event shard count
    * @throws RunNotFound unless the run exists and has not expired
    */
-  async function ensureRun(tenant: string, runId: string) {
+  async function ensureRun(tenant: string, runId: string, reads?: TableReads) {
     const shards = knownRuns.get(runKey(tenant, runId)) ? knownShards(tenant, runId) : undefined;
     if (shards !== undefined) return shards;
-    const found = await readMeta(tenant, runId);
+    const found = await readMeta(tenant, runId, reads);
     if (found === undefined) throw new RunNotFound(runId);
     // Only an append's own check makes the run known to exist (a read for its shard count may be older than its expiry).
     knownRuns.set(runKey(tenant, runId), true);

@@ -12,6 +12,7 @@ import { toLease } from '../../table/codec.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
+import { metered, type TableReads } from '../reads.ts';
 import { createKeyedLeases } from './keyed.ts';
 import { createPlainLeases } from './plain.ts';
 import type { Unit } from './writes.ts';
@@ -30,8 +31,10 @@ export interface ReleaseLease extends rules.ReleaseCommand {
 
 export function createLeaseStore(deps: StoreDeps, idempotency: Idempotency) {
   const { doc, tableName, now, retention } = deps;
-  const read = async (tenant: string, unitId: string) => {
-    const { Item } = await doc.send(new GetCommand({ TableName: tableName, Key: keys.lease(tenant, unitId), ConsistentRead: true }));
+  const read = async (tenant: string, unitId: string, reads?: TableReads) => {
+    const { Item } = await metered(doc, reads).send(
+      new GetCommand({ TableName: tableName, Key: keys.lease(tenant, unitId), ConsistentRead: true }),
+    );
     return Item ? toLease(Item) : null;
   };
   const plain = createPlainLeases(deps, read);
@@ -66,8 +69,8 @@ export function createLeaseStore(deps: StoreDeps, idempotency: Idempotency) {
       apply(input, (at) => rules.planRelease(input, at, retention.leaseSeconds), idem),
 
     /** The live lease on a unit, or null when it is free or its lease has expired. Strongly consistent. */
-    async get(tenant: string, unitId: string): Promise<Lease | null> {
-      return rules.liveAt(await read(tenant, unitId), now().getTime());
+    async get(tenant: string, unitId: string, reads?: TableReads): Promise<Lease | null> {
+      return rules.liveAt(await read(tenant, unitId, reads), now().getTime());
     },
   };
 }

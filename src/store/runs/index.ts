@@ -7,6 +7,7 @@ import { type ApprovalStep, createApprovals } from './approval.ts';
 import { type CancelRun, type ClaimRun, createClaims, type HolderCommand } from './claims.ts';
 import { type CreateRun, createRun, type RunCreated } from './create.ts';
 import { createEventExpiry } from './finish.ts';
+import { createHeadReads } from './heads.ts';
 import { createRunReads, type SnapshotOptions } from './read.ts';
 import { createSteps } from './step.ts';
 import { type Transition, transitionRun } from './transition.ts';
@@ -33,6 +34,7 @@ export interface EventLayout {
 export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout: EventLayout) {
   const { lastSeq } = layout;
   const reads = createRunReads(deps, layout);
+  const heads = createHeadReads(deps);
   const expiry = createEventExpiry(deps, layout);
   const transitionOnce = (input: Transition, claim?: Parameters<typeof transitionRun>[4]) =>
     transitionRun(deps, reads, (expires) => expiry.start(input.tenant, input.runId, expires), input, claim);
@@ -65,6 +67,10 @@ export function createRunStore(deps: StoreDeps, idempotency: Idempotency, layout
     unlistClaimWhile: claims.unlistWhile,
     /** The run's metadata and claim, strongly consistent (undefined: no such run). */
     head: steps.head,
+    /** The run's budget and claim rows, read together with the other runs a reader asks for in the same turn. */
+    headRows: heads.headRows,
+    /** The budget and claim rows of many runs (a listing's page), in BatchGetItem requests of 100 keys. */
+    headsOf: heads.headsOf,
 
     /** Resolves once finished runs' events have all been given their TTL (tests, shutdown). */
     settled: expiry.settled,

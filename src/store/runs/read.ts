@@ -12,6 +12,7 @@ import type { ResponseLimit, StoreDeps } from '../deps.ts';
 import { mergedEvents } from '../events/merge.ts';
 import { eventRange } from '../events/page.ts';
 import { pastTtl } from '../expiry.ts';
+import { metered, type TableReads } from '../reads.ts';
 import type { EventLayout } from './index.ts';
 
 /** A run as one Query on its partition finds it. */
@@ -30,6 +31,8 @@ export interface SnapshotOptions {
   consistent?: boolean;
   eventLimit: number;
   responseLimit?: ResponseLimit;
+  /** Whose reads these are (a request's, a feed's). */
+  reads?: TableReads;
 }
 
 export function createRunReads({ doc, tableName, now }: StoreDeps, layout: Pick<EventLayout, 'knownShards' | 'rememberShards'>) {
@@ -43,9 +46,9 @@ export function createRunReads({ doc, tableName, now }: StoreDeps, layout: Pick<
   }
 
   /** The first `want` events over the run's event shards, merged by seq. */
-  const shardedEvents = (tenant: string, runId: string, shards: number, want: number, consistent: boolean) =>
+  const shardedEvents = (tenant: string, runId: string, shards: number, want: number, consistent: boolean, reads?: TableReads) =>
     mergedEvents(
-      { doc },
+      { doc: metered(doc, reads) },
       {
         partitions: keys.eventPartitions(tenant, runId, shards),
         query: (pk) => ({ TableName: tableName, ...eventRange(pk), ConsistentRead: consistent }),
@@ -64,11 +67,11 @@ export function createRunReads({ doc, tableName, now }: StoreDeps, layout: Pick<
     options: SnapshotOptions,
     known = layout.knownShards(tenant, runId),
   ): Promise<RunSnapshot | null> {
-    const { consistent = false, eventLimit, responseLimit } = options;
-    const sharded = known !== undefined && known > 1 ? shardedEvents(tenant, runId, known, eventLimit + 1, consistent) : undefined;
+    const { consistent = false, eventLimit, responseLimit, reads } = options;
+    const sharded = known !== undefined && known > 1 ? shardedEvents(tenant, runId, known, eventLimit + 1, consistent, reads) : undefined;
     // Unclaimed if the run turns out not to exist.
     sharded?.catch(() => undefined);
-    const { Items = [], LastEvaluatedKey } = await doc.send(
+    const { Items = [], LastEvaluatedKey } = await metered(doc, reads).send(
       new QueryCommand({
         TableName: tableName,
         // Head rows, then events; output rows sort after the last event and are not read here.
@@ -91,7 +94,7 @@ export function createRunReads({ doc, tableName, now }: StoreDeps, layout: Pick<
     // A page stops at 1 MB too: then more may follow even with fewer events than asked.
     let more = LastEvaluatedKey !== undefined;
     if (run.eventShards > 1) {
-      const merged = await (sharded ?? shardedEvents(tenant, runId, run.eventShards, eventLimit + 1, consistent));
+      const merged = await (sharded ?? shardedEvents(tenant, runId, run.eventShards, eventLimit + 1, consistent, reads));
       eventItems = merged.items;
       more = !merged.exhausted;
     }
