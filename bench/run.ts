@@ -15,6 +15,7 @@ import { endurance } from './endurance.ts';
 import { enduranceRows } from './endurance-rows.ts';
 import { engineCost } from './engine-cost.ts';
 import { fanOutSection } from './fan-out-section.ts';
+import { hostileSection } from './hostile-section.ts';
 import { singleRequestLatency } from './latency.ts';
 import { leaseContention } from './leases.ts';
 import { outputSection } from './output.ts';
@@ -63,6 +64,7 @@ const sections = [
   'claims',
   'output',
   'partitions',
+  'hostile',
   'engine',
   'endurance',
 ] as const;
@@ -187,6 +189,11 @@ async function main() {
     const partitions = await partitionsSection(step);
     rows.push(...partitions.rows);
     results.partitions = partitions.result;
+  }
+  if (wanted('hostile')) {
+    const hostile = await hostileSection(step);
+    rows.push(...hostile.rows);
+    results.hostile = hostile.result;
   }
   if (wanted('engine')) await engineSection(rows, results);
   if (wanted('endurance')) {

@@ -120,8 +120,8 @@ export async function startProcess(
   };
 }
 
-/** A Runplane server with its embedded engine, in memory. */
-export async function startServerProcess(env: Record<string, string> = {}): Promise<ServerProcess> {
+/** A Runplane server with its embedded engine, in memory; `quiet`, its log is kept (output()), not printed. */
+export async function startServerProcess(env: Record<string, string> = {}, { quiet = false } = {}): Promise<ServerProcess> {
   const up = /Runplane is up: (\S+)/;
   const engine = /embedded engine on (\S+)/;
   // The load generator is one address holding thousands of connections: the per-client caps would measure themselves.
@@ -139,6 +139,8 @@ export async function startServerProcess(env: Record<string, string> = {}): Prom
     // The engine's port: benchmarks read and write the table beside the server.
     { PORT: '0', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_GRAPHIQL: 'false', RUNPLANE_ENGINE_PORT: '0', ...uncapped, ...keptAlive, ...env },
     [up, engine],
+    [],
+    { quiet },
   );
   const url = up.exec(child.output())?.[1] as string;
   return {

@@ -1,22 +1,25 @@
 /**
- * Issue 49, finding 5, scaled to CI: a tenant with hundreds of claimed runs, and a READ key of
- * it listing them all with their claims and budgets, aliased, from several clients at once. The
+ * Issue 49, finding 5, scaled to CI: a tenant with many claimed runs, and a READ key of it
+ * listing them all with their claims and budgets, aliased, from several clients at once. The
  * claims and budgets of a page are read together (BatchGetItem, 100 keys a request), so each
- * alias makes a handful of table requests, not one per run; another tenant is served meanwhile
- * about as fast as alone; the server's memory stays bounded.
+ * alias makes a handful of table requests, not two per run; another tenant is still served;
+ * the server lives and its memory stays bounded. (The other tenant's p99 against the 500 ms
+ * target, at the finding's scale: `npm run bench -- hostile`.)
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { listClaims } from '../../bench/hostile/attacks.ts';
+import { summary, underAttack } from '../../bench/hostile/measure.ts';
+import { claimedRunRows, runRows } from '../../bench/hostile/rows.ts';
 import { onlyEmbedded } from '../support/engine.ts';
-import { type HostileServer, outcomeOf, p99, peakWhile, startHostileServer, timed, timedWhile } from '../support/hostile.ts';
+import { type HostileServer, slowestAllowed, startHostileServer } from '../support/hostile.ts';
 
-const WRITER = 'claims-writer-key-0123456789';
 const READER = 'claims-reader-key-0123456789';
 const OTHER = 'claims-other-key-0123456789';
-/** The tenant's runs, each claimed (the finding: 500 a page, 15 aliases: 7,500 reads a request). */
-const RUNS = 500;
-const ALIASES = 15;
-const CLIENTS = 4;
-const REQUESTS_PER_CLIENT = 2;
+/** The tenant's claimed runs (the finding: 500 a page, 15 aliases: 15,000 reads a request; before the fix, two reads a run and alias). */
+const RUNS = 100;
+const ALIASES = 5;
+const CLIENTS = 2;
+const REQUESTS_PER_CLIENT = 1;
 /**
  * Table requests one alias may make: the listing's (4 index shards, a Query each and at most 4
  * for one) and the claims' and budgets' (2 rows a run, 100 keys a BatchGetItem).
@@ -28,81 +31,45 @@ const HEAP_CAP_MB = 256;
 /** The resident set may grow by at most this over the attack. */
 const MAX_RSS_GROWTH = 128 * 1024 * 1024;
 
-const LISTED_CLAIMS = `{ ${Array.from(
-  { length: ALIASES },
-  (_, i) => `a${i}: runs(first: ${RUNS}) { edges { node { claim { token } budget { spent } } } }`,
-).join('\n')} }`;
-
 let server: HostileServer;
-const gql = (query: string, variables: Record<string, unknown> = {}, key = WRITER) => server.gql(query, variables, key);
 
 describe.skipIf(onlyEmbedded)(`${RUNS} claimed runs listed with their claims and budgets through a READ key`, () => {
   beforeAll(async () => {
-    server = await startHostileServer({
-      heapMb: HEAP_CAP_MB,
-      env: { RUNPLANE_API_KEYS: `${WRITER}=acme:write:writer,${READER}=acme:read,${OTHER}=globex` },
-    });
-    for (let from = 0; from < RUNS; from += 25) {
-      await Promise.all(
-        Array.from({ length: 25 }, async (_, i) => {
-          const id = `claimed-${from + i}`;
-          const created = await gql(`mutation { createRun(input: { id: "${id}", task: "t", budgetCap: 100 }) { __typename } }`);
-          expect(created.data?.createRun?.__typename, JSON.stringify(created)).toBe('Run');
-          const claimed = await gql(`mutation { claimRun(input: { runId: "${id}", holder: "w", ttlSeconds: 600 }) { __typename } }`);
-          expect(claimed.data?.claimRun?.__typename, JSON.stringify(claimed)).toBe('RunClaim');
-        }),
-      );
-    }
-    for (let i = 0; i < 5; i++) await gql(`mutation { createRun(input: { task: "t", budgetCap: 1 }) { __typename } }`, {}, OTHER);
-    // The listing index is eventually consistent: every run is listed before the attack.
-    const listed = await gql(`{ runs(first: ${RUNS}) { edges { node { claim { token } } } } }`, {}, READER);
-    expect(listed.data?.runs?.edges?.filter((e: { node: { claim: unknown } }) => e.node.claim).length).toBe(RUNS);
-  }, 180_000);
+    server = await startHostileServer({ heapMb: HEAP_CAP_MB, env: { RUNPLANE_API_KEYS: `${READER}=acme:read,${OTHER}=globex` } });
+    const untilMs = Date.now() + 600_000;
+    await server.putRows([
+      ...Array.from({ length: RUNS }, (_, i) => claimedRunRows('acme', `claimed-${i}`, { untilMs })).flat(),
+      ...Array.from({ length: 5 }, (_, i) => runRows('globex', `other-${i}`)).flat(),
+    ]);
+    const listed = await server.gql(`{ runs(first: ${RUNS}) { edges { node { claim { token } } } } }`, {}, READER);
+    expect(listed.data?.runs?.edges?.filter((e: { node: { claim: unknown } }) => e.node.claim).length, JSON.stringify(listed)).toBe(RUNS);
+  }, 120_000);
 
   afterAll(async () => {
     await server?.stop();
   });
 
-  test(`${CLIENTS} clients, ${REQUESTS_PER_CLIENT} requests each of ${ALIASES} aliases: a handful of table requests per alias, the other tenant served, memory bounded`, async () => {
-    const viewer = () => gql('{ viewer { tenant } }', {}, OTHER);
-    const runs = () => gql('{ runs(first: 10) { edges { node { id } } } }', {}, OTHER);
-    const baseline = { viewer: await timed(viewer, 20), runs: await timed(runs, 20) };
-    const rssBefore = await server.rss();
+  test(`${CLIENTS} clients, ${REQUESTS_PER_CLIENT} request each of ${ALIASES} aliases: a handful of table requests per alias, the other tenant served, memory bounded`, async () => {
     const readsBefore = await server.reads();
-    const outcomes: string[] = [];
-    const attack = Promise.all(
-      Array.from({ length: CLIENTS }, async () => {
-        for (let r = 0; r < REQUESTS_PER_CLIENT; r++) {
-          const answer = await gql(LISTED_CLAIMS, {}, READER).catch((err: Error) => err);
-          outcomes.push(answer instanceof Error ? `failed: ${answer.message}` : outcomeOf(answer));
-          // Answered whole: every run with its claim.
-          if (!(answer instanceof Error) && !answer.errors)
-            expect(answer.data?.a0?.edges?.filter((e: { node: { claim: unknown } }) => e.node.claim).length).toBe(RUNS);
-        }
-      }),
-    );
-    const [viewerDuring, runsDuring, peakRss] = await Promise.all([
-      timedWhile(viewer, attack),
-      timedWhile(runs, attack),
-      peakWhile(() => server.rss(), attack),
-      attack,
-    ]);
+    const figures = await underAttack({
+      request: () => server.gql('{ runs(first: 10) { edges { node { id } } } }', {}, OTHER),
+      attack: () => listClaims(server.gql, READER, { runs: RUNS, aliases: ALIASES, clients: CLIENTS, requests: REQUESTS_PER_CLIENT }),
+      rss: () => server.rss(),
+      samples: 10,
+      settle: 5,
+    });
     const reads = (await server.reads()) - readsBefore;
+    const { outcomes, answers } = figures.outcome;
     const executed = outcomes.filter((o) => o !== 'COST_LIMIT').length;
-    const report = {
-      outcomes,
-      reads,
-      readsPerAlias: reads / (executed * ALIASES),
-      viewer: { baselineP99: p99(baseline.viewer), duringP99: p99(viewerDuring), n: viewerDuring.length },
-      runs: { baselineP99: p99(baseline.runs), duringP99: p99(runsDuring), n: runsDuring.length },
-      rssGrowthMb: (peakRss - rssBefore) / 2 ** 20,
-    };
-    console.log('hostile claims:', JSON.stringify(report));
+    const report = JSON.stringify({ outcomes, reads, readsPerAlias: reads / (executed * ALIASES), ...summary(figures) });
+    console.log('hostile claims:', report);
     expect(server.alive(), server.main.output().slice(-2000)).toBe(true);
     for (const outcome of outcomes) expect(['answered', 'COST_LIMIT', 'LIMIT_EXCEEDED']).toContain(outcome);
-    expect(reads, JSON.stringify(report)).toBeLessThanOrEqual(executed * ALIASES * READS_PER_ALIAS + READS_BESIDE);
-    expect(p99(viewerDuring), JSON.stringify(report)).toBeLessThan(Math.max(500, 5 * p99(baseline.viewer)));
-    expect(p99(runsDuring), JSON.stringify(report)).toBeLessThan(Math.max(500, 5 * p99(baseline.runs)));
-    expect(peakRss - rssBefore, JSON.stringify(report)).toBeLessThan(MAX_RSS_GROWTH);
-  }, 240_000);
+    // Answered whole: every run with its claim.
+    for (const answer of answers.filter((a) => !a.errors))
+      expect(answer.data?.a0?.edges?.filter((e: { node: { claim: unknown } }) => e.node.claim).length).toBe(RUNS);
+    expect(reads, report).toBeLessThanOrEqual(executed * ALIASES * READS_PER_ALIAS + READS_BESIDE);
+    expect(figures.p99, report).toBeLessThan(slowestAllowed(figures.baselineP99));
+    expect(figures.rssPeak - figures.rssBefore, report).toBeLessThan(MAX_RSS_GROWTH);
+  }, 120_000);
 });

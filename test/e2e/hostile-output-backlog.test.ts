@@ -3,134 +3,90 @@
  * With the engine's partition limits on (a partition takes RUNPLANE_ENGINE_PARTITION_WCU write
  * units a second, as DynamoDB's does), tenant A's many writers of large texts to one run fill
  * what the server holds for A, and are refused (UNAVAILABLE, retryable, naming the tenant's
- * share); tenant B's small appendOutputs meanwhile all succeed, about as fast as alone.
+ * share); tenant B's small appendOutputs meanwhile all succeed. (B's p99 against the 500 ms
+ * target: `npm run bench -- hostile`.)
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { defaultRetry, delayFor, sleep } from '../../src/client/retry.ts';
-import { type GraphQLErrorShape, p99, timed } from '../support/hostile.ts';
-import { type MainProcess, startMain } from '../support/main-process.ts';
-import { waitFor } from '../support/wait.ts';
+import { APPEND_OUTPUT, outputBacklog } from '../../bench/hostile/attacks.ts';
+import { type GraphQLAnswer, p99, summary, underAttack } from '../../bench/hostile/measure.ts';
+import { runRows } from '../../bench/hostile/rows.ts';
+import { type HostileServer, slowestAllowed, startHostileServer } from '../support/hostile.ts';
 
 const HOG = 'backlog-hog-key-0123456789';
 const CALM = 'backlog-calm-key-0123456789';
 /** Tenant A's writers, one stream each, and the text each write carries. */
 const WRITERS = 48;
 const TEXT_BYTES = 512 * 1024;
-/** Tenant B's appends while A's backlog is full. */
-const CALM_APPENDS = 25;
-
-const APPEND = `mutation($input: AppendOutputInput!) {
-  appendOutput(input: $input) { __typename ... on OutputChunk { offset } ... on Error { message } }
-}`;
+/** Tenant B's appends while A's backlog is full (after those made while A fills it). */
+const CALM_APPENDS = 10;
 
 /** A write unit is 1 KB: tenant A's run partition stores about this many KB a second, far less than its writers send. */
 const PARTITION_WCU = 100;
 
-let server: MainProcess;
-let url = '';
-const alive = () => server.child.exitCode === null && server.child.signalCode === null;
-
-// biome-ignore lint/suspicious/noExplicitAny: tests read deep into responses by path
-async function gql(query: string, variables: Record<string, unknown>, key: string): Promise<{ data?: any; errors?: GraphQLErrorShape[] }> {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ query, variables }),
-  });
-  return (await response.json()) as { data?: Record<string, unknown>; errors?: GraphQLErrorShape[] };
-}
+let server: HostileServer;
+const gql = (query: string, variables: Record<string, unknown>, key: string) => server.gql(query, variables, key);
 
 beforeAll(async () => {
-  server = startMain({
-    RUNPLANE_IN_MEMORY: 'true',
-    RUNPLANE_ENGINE_PARTITION_LIMITS: 'true',
-    RUNPLANE_ENGINE_PARTITION_WCU: String(PARTITION_WCU),
-    RUNPLANE_API_KEYS: `${HOG}=hog,${CALM}=calm`,
-    RUNPLANE_GRAPHIQL: 'false',
-    RUNPLANE_KEEP_ALIVE_SECONDS: '60',
-    RUNPLANE_OUTPUT_FLUSH_MS: '20',
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  server = await startHostileServer({
+    embedded: true,
+    env: {
+      RUNPLANE_ENGINE_PARTITION_LIMITS: 'true',
+      RUNPLANE_ENGINE_PARTITION_WCU: String(PARTITION_WCU),
+      RUNPLANE_API_KEYS: `${HOG}=hog,${CALM}=calm`,
+      RUNPLANE_OUTPUT_FLUSH_MS: '20',
+    },
   });
-  await waitFor(() => /Runplane is up: (\S+)/.test(server.output()) || !alive(), { timeoutMs: 60_000, what: 'the server' });
-  url = /Runplane is up: (\S+)/.exec(server.output())?.[1] ?? '';
-  if (!url) throw new Error(`the server did not start:\n${server.output()}`);
-  for (const [id, key] of [
-    ['hog-run', HOG],
-    ['calm-run', CALM],
-  ] as const) {
-    const created = await gql('mutation($id: ID!) { createRun(input: { id: $id, task: "t", budgetCap: 1 }) { __typename } }', { id }, key);
-    expect(created.data?.createRun?.__typename, JSON.stringify(created)).toBe('Run');
-  }
+  await server.putRows([...runRows('hog', 'hog-run'), ...runRows('calm', 'calm-run')]);
 }, 120_000);
 
 afterAll(async () => {
   // Not stopped gracefully: that would store A's backlog first, through its throttled partition.
-  server?.child.kill('SIGKILL');
-  await server?.exited;
+  await server?.stop('SIGKILL');
 });
 
-test(`${WRITERS} writers of ${TEXT_BYTES / 1024} KB texts to one run fill their tenant's share; another tenant's ${CALM_APPENDS} small appends all succeed`, async () => {
+test(`${WRITERS} writers of ${TEXT_BYTES / 1024} KB texts to one run fill their tenant's share; another tenant's small appends all succeed`, async () => {
   let calmOffset = 0;
+  const calm: GraphQLAnswer[] = [];
   const calmAppend = async () => {
     const text = `line ${calmOffset}\n`;
-    const answer = await gql(APPEND, { input: { runId: 'calm-run', stream: 'log', offset: calmOffset, text } }, CALM);
+    const answer = await gql(APPEND_OUTPUT, { input: { runId: 'calm-run', stream: 'log', offset: calmOffset, text } }, CALM);
     if (answer.data?.appendOutput?.__typename === 'OutputChunk') calmOffset += text.length;
+    calm.push(answer);
     return answer;
   };
-  const baseline = await timed(calmAppend, 20);
-
-  const text = 'x'.repeat(TEXT_BYTES);
-  const refusals: GraphQLErrorShape[] = [];
-  const refusedWriters = new Set<number>();
-  let stopped = false;
-  // Each writer appends on and on, a refused write tried again after runplane/client's back-off
-  // (the server asks for it: retryable), so that the hog keeps its backlog full all along.
-  const hog = Promise.all(
-    Array.from({ length: WRITERS }, async (_, w) => {
-      let offset = 0;
-      let retries = 0;
-      while (!stopped) {
-        const answer = await gql(APPEND, { input: { runId: 'hog-run', stream: `s${w}`, offset, text } }, HOG);
-        if (answer.data?.appendOutput?.__typename === 'OutputChunk') {
-          offset += TEXT_BYTES;
-          retries = 0;
-        } else {
-          refusals.push(...(answer.errors ?? [{ message: JSON.stringify(answer) }]));
-          refusedWriters.add(w);
-          await sleep(delayFor(defaultRetry, retries++));
-        }
-      }
-    }),
-  );
-  try {
-    // Every writer refused once: what the server holds for the tenant (or in all) is full.
-    await waitFor(() => refusedWriters.size === WRITERS, { timeoutMs: 60_000, what: 'every writer of the hog to be refused' });
-    const calm: { ms: number; answer: Awaited<ReturnType<typeof calmAppend>> }[] = [];
-    for (let i = 0; i < CALM_APPENDS; i++) {
-      const started = performance.now();
-      const answer = await calmAppend();
-      calm.push({ ms: performance.now() - started, answer });
-    }
-    const during = calm.map((c) => c.ms);
-    const report = JSON.stringify({
-      baselineP99: p99(baseline),
-      p99: p99(during),
-      refusals: refusals.length,
-      calmRefused: [...new Set(calm.flatMap((c) => c.answer.errors ?? []).map((e) => `${e.extensions?.code}: ${e.message}`))],
-      calmAnswered: calm.filter((c) => c.answer.data?.appendOutput?.__typename === 'OutputChunk').length,
-    });
-    console.log('hostile output backlog:', report);
-    expect(alive(), server.output().slice(-1500)).toBe(true);
-    expect(JSON.parse(report).calmAnswered, report).toBe(CALM_APPENDS);
-    expect(p99(during), report).toBeLessThan(Math.max(500, 5 * p99(baseline)));
-    // The hog is told to come back, and why.
-    for (const refusal of refusals) expect(refusal.extensions, refusal.message).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
-    expect(
-      refusals.some((r) => /this tenant has more output waiting to be stored than its share/.test(r.message)),
-      report,
-    ).toBe(true);
-  } finally {
-    stopped = true;
-    await hog;
-  }
+  let calmBefore = 0;
+  const figures = await underAttack({
+    request: calmAppend,
+    rss: () => server.rss(),
+    samples: 10,
+    settle: 5,
+    // A tenant writing its log, not as fast as it can: the hog's is the load here.
+    paceMs: 20,
+    attack: (during) => {
+      calmBefore = calm.length;
+      return outputBacklog(during, { gql, key: HOG, runId: 'hog-run', writers: WRITERS, textBytes: TEXT_BYTES, served: CALM_APPENDS });
+    },
+  });
+  const { refusals, full } = figures.outcome;
+  const underIt = calm.slice(calmBefore, calmBefore + figures.during.length);
+  // Timed once the backlog is full: while the writers' first 24 MB of texts arrive, the server
+  // parses them before anything else (the bench's figure, not this test's).
+  const whileFull = p99(figures.during.slice(full));
+  const report = JSON.stringify({
+    ...summary(figures),
+    whileFull,
+    refusals: refusals.length,
+    calmRefused: [...new Set(underIt.flatMap((c) => c.errors ?? []).map((e) => `${e.extensions?.code}: ${e.message}`))],
+    calmAnswered: underIt.filter((c) => c.data?.appendOutput?.__typename === 'OutputChunk').length,
+  });
+  console.log('hostile output backlog:', report);
+  expect(server.alive(), server.main.output().slice(-1500)).toBe(true);
+  expect(JSON.parse(report).calmAnswered, report).toBe(underIt.length);
+  expect(whileFull, report).toBeLessThan(slowestAllowed(figures.baselineP99));
+  // The hog is told to come back, and why.
+  for (const refusal of refusals) expect(refusal.extensions, refusal.message).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+  expect(
+    refusals.some((r) => /this tenant has more output waiting to be stored than its share/.test(r.message)),
+    report,
+  ).toBe(true);
 }, 180_000);
