@@ -1,44 +1,63 @@
 import { createRequire } from 'node:module';
-import { relative } from 'node:path';
+import { defaultClientConditions, defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-import { isWholeRun, projectsOf, runOrder, type Tier, tierOf } from './test/tiers.ts';
 
 const require = createRequire(import.meta.url);
-const root = import.meta.dirname;
 
-/** One project per tier, or one for all of them in `npm test` (test/tiers.ts says why), all on the settings below. */
-const projects = projectsOf(root, isWholeRun(process.env, process.argv)).map(({ name, include }) => ({
-  extends: true as const,
-  test: {
-    name,
-    include,
-    // One engine per project for its files, shared by them over real HTTP.
-    globalSetup: ['test/support/global-setup.ts'],
-    // Files share a worker's modules (the server's import is most of a small file's cost); each
-    // starts servers and processes of its own and stops them after itself.
-    isolate: false,
-  },
-}));
+/**
+ * A test file's tier is in its name:
+ * - `*.unit.test.ts`: pure, in this process, no engine (`npm run test:quick`, project `unit`);
+ * - `*.test.ts`: in this process, on the test run's engine, real servers on loopback;
+ * - `*.slow.test.ts`: the same, among the longest (load, fuzzing, real time running out);
+ * - `*.e2e.test.ts`: child processes (`npm start`, the CLIs), replicas and Redis;
+ * - test/browser/: Chromium driven by playwright-core; test/chaos/: the fault harness, short.
+ */
+const tests = ['test/**/*.test.ts', 'packages/*/test/**/*.test.ts'];
+const units = ['test/**/*.unit.test.ts', 'packages/*/test/**/*.unit.test.ts'];
 
-/** Files in test/tiers.ts's run order (vitest's own orders projects by name), each tier's in vitest's order. */
-class TiersInRunOrder extends BaseSequencer {
+/** The longest files start first, so that the short ones fill the workers around them at the end. */
+const startOrder = [/\/test\/chaos\//, /\/test\/browser\//, /\.e2e\.test\.ts$/, /\.slow\.test\.ts$/, /(?<!\.unit)\.test\.ts$/];
+
+class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]) {
-    const rank = (file: TestSpecification) => runOrder.indexOf(tierOf(relative(root, file.moduleId)) as Tier);
+    const rank = (file: TestSpecification) => {
+      const at = startOrder.findIndex((pattern) => pattern.test(file.moduleId));
+      return at === -1 ? startOrder.length : at;
+    };
     return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
   }
 }
+
+/** The workspace packages from their sources (their `runplane-source` export), as Node runs them in development. */
+const source = 'runplane-source';
 
 export default defineConfig({
   resolve: {
     // graphql 16 ships CommonJS and ESM copies; Node (and so every library) loads the CommonJS one.
     // Tests must load that same copy, or types built by one are foreign to the other.
     alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
+    conditions: [source, ...defaultClientConditions],
   },
+  ssr: { resolve: { conditions: [source, ...defaultServerConditions.filter((c) => c !== 'module')], externalConditions: [source] } },
   test: {
-    // `npm test` runs every tier; `npm run test:quick` the ones without processes, browsers or Redis.
-    projects,
-    sequence: { sequencer: TiersInRunOrder },
+    projects: [
+      { extends: true, test: { name: 'unit', include: units } },
+      {
+        extends: true,
+        test: {
+          name: 'all',
+          include: tests,
+          exclude: units,
+          // One engine for the run's files, shared by them over real HTTP.
+          globalSetup: ['test/support/global-setup.ts'],
+          // Files share a worker's modules (the server's import is most of a small file's cost); each
+          // starts servers and processes of its own and stops them after itself.
+          isolate: false,
+        },
+      },
+    ],
+    sequence: { sequencer: LongestFirst },
     // Most files wait on servers and sockets, not on the CPU: more of them at once than cores.
     maxWorkers: 3,
     // Generous: a test waits on conditions, and a slow or loaded machine must not fail it.

@@ -9,9 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRunplane } from '@runplane/client';
 import WebSocket from 'ws';
 import { startRedisProcess } from '../chaos/redis.ts';
-import { createRunplane } from '../src/client/index.ts';
 import { freePort, graphqlClient } from './clients.ts';
 import { type BenchProcess, startProcess, startServerProcess } from './server.ts';
 import { percentile } from './stats.ts';
@@ -215,7 +215,7 @@ export async function claimsSection(step: (what: string) => void) {
   step('claims: cancel across two replicas through Redis');
   const enginePort = await freePort();
   const engine: BenchProcess = await startProcess(
-    'src/engine/cli.ts',
+    'packages/engine/src/cli.ts',
     {},
     [/Streams on http/],
     ['--port', String(enginePort), '--in-memory'],

@@ -5,8 +5,8 @@
  * catch-up, with nothing on top). Each pair alternates, so both meet the same machine.
  */
 import { randomBytes } from 'node:crypto';
+import { createRunplane, newIdempotencyKey } from '@runplane/client';
 import WebSocket from 'ws';
-import { createRunplane, newIdempotencyKey } from '../src/client/index.ts';
 import { graphqlClient } from './clients.ts';
 import { until } from './fan-out.ts';
 import type { ServerProcess } from './server.ts';

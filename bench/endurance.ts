@@ -73,7 +73,7 @@ async function freePort() {
 }
 
 const startEngine = (dataDir: string, port: number) =>
-  startProcess('src/engine/cli.ts', {}, [/on (http:\S+)/], ['--port', String(port), '--data', dataDir], {
+  startProcess('packages/engine/src/cli.ts', {}, [/on (http:\S+)/], ['--port', String(port), '--data', dataDir], {
     quiet: true,
     ipc: true,
     nodeFlags: ['--expose-gc'],

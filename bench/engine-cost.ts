@@ -97,7 +97,7 @@ async function seed(doc: Doc, prefix: string) {
 export async function engineCost(durationMs: number) {
   const processes: BenchProcess[] = [];
   try {
-    const engine = await startProcess('src/engine/cli.ts', {}, [/on (http:\S+)/], ['--port', '0', '--in-memory']);
+    const engine = await startProcess('packages/engine/src/cli.ts', {}, [/on (http:\S+)/], ['--port', '0', '--in-memory']);
     processes.push(engine);
     const plain = await startProcess('bench/plain-dynalite.ts', {}, [/on (http:\S+)/]);
     processes.push(plain);

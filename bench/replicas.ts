@@ -101,7 +101,7 @@ async function measure(urls: string[], samples: number): Promise<ReplicaFigures>
 export async function replicasBench(samples = 80): Promise<ReplicasResult> {
   const enginePort = await freePort();
   const engine: BenchProcess = await startProcess(
-    'src/engine/cli.ts',
+    'packages/engine/src/cli.ts',
     {},
     [/Streams on http/],
     ['--port', String(enginePort), '--in-memory'],

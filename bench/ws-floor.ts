@@ -12,8 +12,8 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { startEngine } from '@runplane/engine';
 import { WebSocket, WebSocketServer } from 'ws';
-import { startEngine } from '../src/engine/index.ts';
 import { createClients } from '../src/table/client.ts';
 import { ensureTable } from '../src/table/ensure.ts';
 import { graphqlClient } from './clients.ts';

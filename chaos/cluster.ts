@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { type BenchProcess, startProcess } from '../bench/server.ts';
-import type { FaultRule } from '../src/engine/faults.ts';
+import type { FaultRule } from '../packages/engine/src/faults.ts';
 import { type RedisProcess, startRedisProcess } from './redis.ts';
 
 /** The secret the chaos cluster's replicas seal their Redis entries with (a forger does not have it). */
@@ -88,7 +88,7 @@ export async function startCluster(
 
   const startEngine = async () => {
     engine = await startProcess(
-      'src/engine/cli.ts',
+      'packages/engine/src/cli.ts',
       {},
       [/Streams on http/],
       ['--port', String(enginePort), '--data', dataDir, ...engineArgs],

@@ -24,6 +24,8 @@ export async function buildConsole() {
     metafile: true,
     logLevel: 'silent',
     absWorkingDir: fileURLToPath(new URL('..', import.meta.url)),
+    // The client from its sources, as in development.
+    conditions: ['runplane-source'],
   });
   const [output] = result.outputFiles;
   if (!output) throw new Error('esbuild wrote no output');

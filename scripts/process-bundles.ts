@@ -21,7 +21,14 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ENV = 'RUNPLANE_PROCESS_BUNDLES';
 
 /** The scripts the tests start as processes of their own (paths from the repository's root). */
-export const ENTRY_POINTS = ['src/main.ts', 'src/engine/cli.ts', 'src/cli/tail.ts', 'src/cli/demo.ts', 'test/support/claim-worker.ts'];
+export const ENTRY_POINTS = [
+  'src/main.ts',
+  'src/cli/runplane.ts',
+  'packages/engine/src/cli.ts',
+  'src/cli/tail.ts',
+  'src/cli/demo.ts',
+  'test/support/claim-worker.ts',
+];
 
 const bundleName = (script: string) => `${script.replaceAll('/', '__').replace(/\.ts$/, '')}.cjs`;
 
@@ -59,6 +66,8 @@ export async function buildProcessBundles(dir: string) {
         target: 'node20',
         sourcemap: true,
         plugins: [asUnbundled],
+        // The workspace packages from their sources, as the tests import them.
+        conditions: ['runplane-source'],
         // Before any module's own code: a script that checks whether it is the one run finds itself.
         // (After the directive: the sources are modules, strict throughout, and stay so.)
         banner: { js: `'use strict';\nprocess.argv[1] = ${JSON.stringify(join(ROOT, script))};` },
@@ -106,6 +115,6 @@ export function removeBundlesOfEndedRuns(parent: string): string[] {
  */
 export function nodeArgs(script: string): string[] {
   const dir = process.env[ENV];
-  if (!dir || !ENTRY_POINTS.includes(script)) return ['--import', 'tsx', script];
+  if (!dir || !ENTRY_POINTS.includes(script)) return ['--conditions=runplane-source', '--import', 'tsx', script];
   return ['--enable-source-maps', relative(process.cwd(), join(dir, bundleName(script)))];
 }

@@ -1,9 +1,11 @@
 /** `npm start`: the server, with the embedded engine unless an endpoint is configured. */
+import { isMain } from './cli/is-main.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { consoleLogger } from './lib/logger.ts';
 import { startServer } from './server.ts';
 
-async function main() {
+/** Starts the server as the environment says, until SIGTERM or SIGINT (`runplane start`). */
+export async function main() {
   // Whoever read our output may go away (a closed pipe): a log line must not take the server down.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
   const config = loadConfig(process.env);
@@ -51,8 +53,11 @@ function explain(err: unknown) {
   return err instanceof Error ? err.message : String(err);
 }
 
-main().catch((err) => {
+/** Says why the server could not start, and exits 1. */
+export function failed(err: unknown): never {
   console.error(`runplane: ${err instanceof ConfigError ? err.message : explain(err)}`);
   if (!(err instanceof ConfigError) && process.env.RUNPLANE_DEBUG) console.error(err);
   process.exit(1);
-});
+}
+
+if (isMain(import.meta.url)) main().catch(failed);

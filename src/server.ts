@@ -1,10 +1,10 @@
 /** Composition root: config -> engine (when embedded) -> table -> clients -> stores -> app. */
 
+import { type EmbeddedEngine, startEngine } from '@runplane/engine';
 import type { Plugin as EnvelopPlugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
 import type { Change } from './domain/change.ts';
 import type { Principal } from './domain/principal.ts';
-import { type EmbeddedEngine, startEngine } from './engine/index.ts';
 import { createApiKeys } from './http/api-keys.ts';
 import { type App, buildApp } from './http/app.ts';
 import { DocumentCache } from './http/document-cache.ts';

@@ -6,7 +6,7 @@
  * another tenant meanwhile.
  */
 import WebSocket from 'ws';
-import { defaultRetry, delayFor, sleep } from '../../src/client/retry.ts';
+import { defaultRetry, delayFor, sleep } from '../../packages/client/src/retry.ts';
 import { type GraphQLAnswer, type GraphQLErrorShape, outcomeOf, servedMore, until } from './measure.ts';
 
 export type Gql = (query: string, variables: Record<string, unknown>, key: string) => Promise<GraphQLAnswer>;

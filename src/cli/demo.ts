@@ -8,9 +8,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createRunplane, operations, type Runplane } from '../client/index.ts';
+import { createRunplane, operations, type Runplane } from '@runplane/client';
 import { loadConfig } from '../config.ts';
 import { startServer } from '../server.ts';
+import { isMain } from './is-main.ts';
 
 type Json = Record<string, unknown>;
 
@@ -173,8 +174,9 @@ export async function streamAnswer(client: Runplane, runId: string, print: (line
   return { written, followed };
 }
 
-async function main() {
-  const { values } = parseArgs({ options: { url: { type: 'string' }, own: { type: 'boolean' } } });
+/** `runplane demo [--url URL] [--own]`. */
+export async function main(args = process.argv.slice(2)) {
+  const { values } = parseArgs({ args, options: { url: { type: 'string' }, own: { type: 'boolean' } } });
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const local = `http://127.0.0.1:${process.env.PORT ?? 4000}/graphql`;
   let url = values.url;
@@ -198,7 +200,7 @@ async function main() {
   }
 }
 
-if (process.argv[1]?.endsWith('demo.ts')) {
+if (isMain(import.meta.url)) {
   main().catch((err) => {
     console.error(`demo: ${err instanceof Error ? err.message : err}`);
     process.exit(1);

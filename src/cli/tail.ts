@@ -11,8 +11,9 @@
  *   With API keys on the server: RUNPLANE_API_KEY=<key> npm run tail -- <runId>
  */
 import { parseArgs } from 'node:util';
+import { createRunplane, type Notice, type RetryPolicy, type RunEvent } from '@runplane/client';
 import WebSocket from 'ws';
-import { createRunplane, type Notice, type RetryPolicy, type RunEvent } from '../client/index.ts';
+import { isMain } from './is-main.ts';
 
 const usage =
   'usage: [RUNPLANE_API_KEY=<key>] npm run tail -- <runId> [--after-seq N | --from-start] [--types a,b] [--url URL] [--transport ws|sse]';
@@ -92,10 +93,11 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
   }
 }
 
-async function main() {
+/** `runplane tail <runId> [flags]`. */
+export async function main(args = process.argv.slice(2)) {
   let options: ReturnType<typeof parse>;
   try {
-    options = parse(process.argv.slice(2));
+    options = parse(args);
   } catch (err) {
     console.error(`tail: ${(err as Error).message}`);
     process.exit(2);
@@ -121,4 +123,4 @@ async function main() {
   }
 }
 
-if (process.argv[1]?.endsWith('tail.ts')) void main();
+if (isMain(import.meta.url)) void main();

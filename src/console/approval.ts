@@ -5,7 +5,7 @@
  * name typed here. A decision is sent with one idempotency key, so a retry is applied once; of
  * two approvers the slower one is told who won.
  */
-import { newIdempotencyKey, operations, type RunState } from '../client/index.ts';
+import { newIdempotencyKey, operations, type RunState } from '@runplane/client';
 import { errorBox, fill, h } from './dom.ts';
 import { json } from './format.ts';
 import type { Session } from './session.ts';

@@ -2,7 +2,7 @@
  * Leases: every unit of the tenant with its holder, fencing token and time to expiry (counting
  * down each second), live through leasesChanged.
  */
-import type { LeaseState } from '../client/index.ts';
+import type { LeaseState } from '@runplane/client';
 import { errorBox, fill, h } from './dom.ts';
 import { countdown, time } from './format.ts';
 import type { Page } from './main.ts';

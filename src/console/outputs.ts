@@ -4,7 +4,7 @@
  * runOutput from the offset already shown, so a reconnect neither repeats nor skips a character.
  * Text is only ever set as text nodes: model output is never parsed as HTML.
  */
-import { operations } from '../client/index.ts';
+import { operations } from '@runplane/client';
 import { fill, h } from './dom.ts';
 import { MAX_SHOWN_POINTS, OutputText } from './output-text.ts';
 import type { Session } from './session.ts';

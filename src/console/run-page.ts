@@ -4,7 +4,7 @@
  * timeline with its live tail (runEvents), type filter and jump to seq, and beside it the
  * run's output streams as live text.
  */
-import type { RunState } from '../client/index.ts';
+import type { RunState } from '@runplane/client';
 import { approvalPanel } from './approval.ts';
 import { errorBox, fill, h } from './dom.ts';
 import { time } from './format.ts';

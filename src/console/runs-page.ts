@@ -2,7 +2,7 @@
  * The runs list: status filter and search kept in the URL, a page at a time, live through
  * runsChanged (new runs appear at the top of the first page, rows change in place).
  */
-import type { RunsChangedState } from '../client/index.ts';
+import type { RunsChangedState } from '@runplane/client';
 import { errorBox, fill, h } from './dom.ts';
 import { age } from './format.ts';
 import type { Page } from './main.ts';

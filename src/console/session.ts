@@ -2,7 +2,7 @@
  * The console's hold on the API: one client of runplane/client with the key from
  * sessionStorage (never the URL), what the key may do, and the connection indicator.
  */
-import { createRunplane, type Notice, type Runplane, RunplaneError } from '../client/index.ts';
+import { createRunplane, type Notice, type Runplane, RunplaneError } from '@runplane/client';
 
 const KEY_ITEM = 'runplane.apiKey';
 const ENDPOINT = new URL('/graphql', location.href).toString();

@@ -4,7 +4,7 @@
  * "caught up at seq N" marker once a resumed or reconnected tail has reached where the run
  * was at that moment.
  */
-import { operations } from '../client/index.ts';
+import { operations } from '@runplane/client';
 import { fill, h } from './dom.ts';
 import type { Session } from './session.ts';
 import type { Timeline } from './timeline.ts';

@@ -4,8 +4,8 @@
  * loaded is a window of the run, at most MAX_WINDOW events: past that the far end is let go
  * (and fetched again if the view goes back there).
  */
-import type { RunEvent, Runplane } from '../client/index.ts';
-import { operations } from '../client/index.ts';
+import type { RunEvent, Runplane } from '@runplane/client';
+import { operations } from '@runplane/client';
 import { fill, h } from './dom.ts';
 import { json, preview, time } from './format.ts';
 

@@ -25,7 +25,7 @@ describeWithBrowser('runplane/client in Chromium', () => {
   let inputs: string[];
   beforeAll(async () => {
     const built = await build({
-      entryPoints: ['src/client/index.ts'],
+      entryPoints: ['packages/client/src/index.ts'],
       bundle: true,
       format: 'iife',
       globalName: 'RunplaneClient',
@@ -34,6 +34,7 @@ describeWithBrowser('runplane/client in Chromium', () => {
       write: false,
       metafile: true,
       logLevel: 'silent',
+      conditions: ['runplane-source'],
     });
     bundle = built.outputFiles[0]?.text ?? '';
     inputs = Object.keys(built.metafile.inputs);
@@ -45,12 +46,12 @@ describeWithBrowser('runplane/client in Chromium', () => {
     await api?.server.stop();
   });
 
-  test('the bundle holds the client and its four libraries, nothing of the server', () => {
+  test('the bundle holds the client and its three libraries, nothing of the server', () => {
     const outside = inputs.filter(
-      (input) => !/^(src\/client\/|node_modules\/(gql\.tada|@0no-co\/graphql\.web|graphql-ws|eventsource-parser)\/)/.test(input),
+      (input) => !/^(packages\/client\/src\/|node_modules\/(@0no-co\/graphql\.web|graphql-ws|eventsource-parser)\/)/.test(input),
     );
     expect(outside).toEqual([]);
-    expect(inputs).toContain('src/client/index.ts');
+    expect(inputs).toContain('packages/client/src/index.ts');
   });
 
   test.each(['ws', 'sse'] as const)(

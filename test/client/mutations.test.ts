@@ -4,9 +4,9 @@
  * lost response carries the same idempotency key, so the write is applied once.
  */
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { Engine } from '@runplane/engine';
 import { RunplaneError } from 'runplane/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Engine } from '../../src/engine/index.ts';
 import { uniqueName } from '../support/aws.ts';
 import { testClient } from '../support/client.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';

@@ -18,7 +18,7 @@ test('the bundle holds the console, the client and its libraries, nothing of the
   const { inputs } = await buildConsole();
   const outside = inputs.filter(
     (input) =>
-      !/^(src\/console\/|src\/client\/|node_modules\/(gql\.tada|@0no-co\/graphql\.web|graphql-ws|eventsource-parser)\/)/.test(input),
+      !/^(src\/console\/|packages\/client\/src\/|node_modules\/(@0no-co\/graphql\.web|graphql-ws|eventsource-parser)\/)/.test(input),
   );
   expect(outside).toEqual([]);
 });

@@ -1,8 +1,8 @@
 /** Hostile GraphQL and protocol abuse: each is refused clearly, and the server keeps serving. */
 import { connect } from 'node:net';
+import type { Engine } from '@runplane/engine';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import WebSocket from 'ws';
-import type { Engine } from '../../src/engine/index.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';

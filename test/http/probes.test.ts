@@ -1,6 +1,7 @@
 /** /health says the process serves; /ready says DynamoDB answers, and follows it down and back up. */
+
+import { startEngine } from '@runplane/engine';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startEngine } from '../../src/engine/index.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';

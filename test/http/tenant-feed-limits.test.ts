@@ -3,7 +3,7 @@
  * caps per connection and per tenant, the cost limit, and a bounded queue per subscriber.
  */
 import { describe, expect, test } from 'vitest';
-import { remember } from '../../src/client/tenant-streams.ts';
+import { remember } from '../../packages/client/src/tenant-streams.ts';
 import { ChangesLost, FellBehind } from '../../src/domain/errors.ts';
 import type { Lease } from '../../src/domain/run.ts';
 import { Hub } from '../../src/streams/hub.ts';

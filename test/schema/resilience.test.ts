@@ -4,8 +4,8 @@
  */
 import { CreateTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { Engine } from '@runplane/engine';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Engine } from '../../src/engine/index.ts';
 import { tableDefinition } from '../../src/table/definition.ts';
 import { ensureTable } from '../../src/table/ensure.ts';
 import { dynamoClient, uniqueName } from '../support/aws.ts';

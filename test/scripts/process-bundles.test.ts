@@ -16,7 +16,7 @@ test('every entry point the tests start has a bundle in this run', () => {
 });
 
 test('a script without a bundle runs from its source through tsx', () => {
-  expect(nodeArgs('chaos/run.ts')).toEqual(['--import', 'tsx', 'chaos/run.ts']);
+  expect(nodeArgs('chaos/run.ts')).toEqual(['--conditions=runplane-source', '--import', 'tsx', 'chaos/run.ts']);
 });
 
 test('a bundled module keeps its own import.meta.url, and the script finds itself in process.argv[1]', () => {

@@ -4,10 +4,11 @@
  * not take holds at most its backlog and then refuses writes, retryably, until it drains.
  * On an engine of this file's own (faults are injected into it).
  */
+
+import type { Engine } from '@runplane/engine';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { OutputBacklog } from '../../src/domain/errors.ts';
 import type { OutputChunk } from '../../src/domain/output.ts';
-import type { Engine } from '../../src/engine/index.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { createOutputWriter } from '../../src/streams/output-writer.ts';
 import { SendBuffer } from '../../src/streams/send-buffer.ts';

@@ -3,9 +3,9 @@
  * being completed arrives meanwhile, and must not be sent a second time.
  */
 
+import type { Engine } from '@runplane/engine';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { Engine } from '../../src/engine/index.ts';
 import { topics } from '../../src/streams/changes.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { newRun, OPEN_TENANT } from '../support/runs.ts';

@@ -5,9 +5,9 @@
  */
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { startEngine } from '@runplane/engine';
 import type { TestProject } from 'vitest/node';
 import { buildProcessBundles, removeBundlesOfEndedRuns } from '../../scripts/process-bundles.ts';
-import { startEngine } from '../../src/engine/index.ts';
 import { assertTestEndpoint } from './endpoint.ts';
 
 declare module 'vitest' {
@@ -55,7 +55,7 @@ export default async function setup(project: TestProject) {
     return releaseBundles;
   }
   // Lock waits without a bound: on a loaded machine a 2 s wait behind other tests' writes must
-  // not turn into a TransactionConflict the test did not ask for (test/engine/locks.test.ts
+  // not turn into a TransactionConflict the test did not ask for (packages/engine/test/locks.test.ts
   // checks the bound on engines of its own).
   const engine = await startEngine({ lockWaitMs: Number.POSITIVE_INFINITY }).catch((err) => {
     releaseBundles();

@@ -9,9 +9,9 @@ import { spawn } from 'node:child_process';
 import { documentClient } from '../../bench/clients.ts';
 import { type GraphQLAnswer, graphql } from '../../bench/hostile/measure.ts';
 import { putRows } from '../../bench/hostile/rows.ts';
+import type { FaultRule } from '../../packages/engine/src/faults.ts';
+import type { ControlAnswer } from '../../packages/engine/src/remote-control.ts';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
-import type { FaultRule } from '../../src/engine/faults.ts';
-import type { ControlAnswer } from '../../src/engine/remote-control.ts';
 import type { Item } from '../../src/table/codec.ts';
 import { uniqueName } from './aws.ts';
 import { type MainProcess, startMain } from './main-process.ts';
@@ -91,7 +91,7 @@ export async function startHostileServer({
 
 /** `npm run engine` in memory, told over IPC (engine/remote-control.ts) to count the reads it answers. */
 async function engineProcess() {
-  const child = spawn(process.execPath, [...nodeArgs('src/engine/cli.ts'), '--port', '0', '--in-memory'], {
+  const child = spawn(process.execPath, [...nodeArgs('packages/engine/src/cli.ts'), '--port', '0', '--in-memory'], {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   let output = '';

@@ -7,7 +7,7 @@
  * graphql-ws still owns the operation: its `onOperation` hook (websocket.ts) hands it the
  * iterator returned here, which yields nothing and ends when the results end, so `complete`,
  * unsubscribe (`return()`) and close work as graphql-ws defines them. A failure is thrown to it
- * masked, and it sends the `error` frame. test/http/socket-frames.test.ts fails if graphql-ws
+ * masked, and it sends the `error` frame. test/http/socket-frames.unit.test.ts fails if graphql-ws
  * changes the frame it writes or how it ends an operation.
  *
  * Those frames go to the TCP socket under ws (text-frames.ts), beside ws's own writes: ws writes

@@ -4,7 +4,7 @@
  * turn each frame's string into bytes again for every subscriber and write header and payload
  * as two chunks; here the payload's bytes, shared by every subscriber of a result, are copied
  * behind the subscription's own head into one buffer, written with one call.
- * test/http/socket-frames.test.ts holds these frames byte for byte to ws's own.
+ * test/http/socket-frames.unit.test.ts holds these frames byte for byte to ws's own.
  *
  * A slice of Node's shared 8 KiB pool keeps its whole block alive. A result's body lives as long
  * as its event, so it has memory of its own; so does a frame that will wait (its socket has

@@ -25,7 +25,7 @@ const ALLOCATION_FACTOR = 1.25;
 /** Entries in one node of a Redis Stream (stream-node-max-entries' default): MAXLEN ~ may keep this many more. */
 export const TRIM_NODE_ENTRIES = 100;
 
-/** The most one entry takes in Redis, its value at most `entryBytes` (measured: test/streams/redis-fanout.test.ts). */
+/** The most one entry takes in Redis, its value at most `entryBytes` (measured: test/streams/redis-fanout.e2e.test.ts). */
 export const entryBound = (entryBytes: number) => Math.ceil((entryBytes + ENTRY_FIELDS_BYTES) * ALLOCATION_FACTOR);
 
 /** The most the stream holds, in bytes, keeping `length` entries of values at most `entryBytes` each. */
