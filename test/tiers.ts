@@ -29,6 +29,7 @@ export const tiers = {
     'test/domain/',
     'test/engine/',
     'test/http/',
+    'test/jobs/',
     'test/lib/',
     'test/schema/',
     'test/store/',
