@@ -27,7 +27,7 @@ export interface LiveOptions {
   gapWaitMs?: number;
   /** With several replicas on one table: Redis fan-out and shards read by lease (absent: this one reads every shard). */
   replicas?: ReplicaOptions;
-  /** Output text accepted on this server and not stored yet (output-writer.ts). */
+  /** Output text accepted on this server and not stored yet (store/outputs/writer.ts). */
   outputWaiting?: (tenant: string, runId: string, stream: string) => OutputChunk | undefined;
   /** How long live output ahead of a reader waits before the table is read again (about a flush interval). */
   outputGapMs?: number;

@@ -10,7 +10,7 @@ import type { OutputChunk } from '../../src/domain/output.ts';
 import type { Engine } from '../../src/engine/index.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { SendBuffer } from '../../src/lib/send-buffer.ts';
-import { createOutputWriter } from '../../src/streams/output-writer.ts';
+import { createOutputWriter } from '../../src/store/outputs/writer.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { newRun, OPEN_TENANT } from '../support/runs.ts';

@@ -11,13 +11,13 @@
  * is found and compared, never overwritten.
  */
 
-import { fenceHolds } from '../domain/claim.ts';
-import { ClaimLost, OffsetConflict, OutputBacklog, OutputStreamLimit, OutputTooLong } from '../domain/errors.ts';
-import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, type OutputStream, slicePoints, unitIndex } from '../domain/output.ts';
-import type { RunClaim } from '../domain/run.ts';
-import type { Logger } from '../lib/logger.ts';
-import type { OutputStore } from '../store/outputs.ts';
-import type { Change } from './changes.ts';
+import type { Change } from '../../domain/change.ts';
+import { fenceHolds } from '../../domain/claim.ts';
+import { ClaimLost, OffsetConflict, OutputBacklog, OutputStreamLimit, OutputTooLong } from '../../domain/errors.ts';
+import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, type OutputStream, slicePoints, unitIndex } from '../../domain/output.ts';
+import type { RunClaim } from '../../domain/run.ts';
+import type { Logger } from '../../lib/logger.ts';
+import type { OutputStore } from './chunks.ts';
 
 export interface OutputWriterOptions {
   store: OutputStore;
