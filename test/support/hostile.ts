@@ -12,7 +12,7 @@ import { putRows } from '../../bench/hostile/rows.ts';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
 import type { FaultRule } from '../../src/engine/faults.ts';
 import type { ControlAnswer } from '../../src/engine/remote-control.ts';
-import type { Item } from '../../src/table/codec.ts';
+import type { Item } from '../../src/table/attributes.ts';
 import { uniqueName } from './aws.ts';
 import { type MainProcess, startMain } from './main-process.ts';
 import { metric } from './metrics.ts';
