@@ -6,10 +6,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
+import { graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { createRunplane, newIdempotencyKey } from '../src/client/index.ts';
-import { graphqlClient } from './clients.ts';
 import { until } from './fan-out.ts';
-import type { ServerProcess } from './server.ts';
 import { percentile } from './stats.ts';
 import { subscribe } from './ws.ts';
 

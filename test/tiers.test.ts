@@ -22,7 +22,7 @@ function importsOf(file: string): string[] {
 
 /**
  * The chain of files from `file` to an import of a starter, or undefined. It follows relative
- * imports through the test side (test/, chaos/, scripts/), not into src/: the product's code
+ * imports through the test side (test/, bench/, chaos/, harness/, scripts/), not into src/: the product's code
  * imports ioredis to fan out when configured to, and starts nothing of itself.
  */
 function starterChain(file: string, seen = new Set<string>()): string[] | undefined {

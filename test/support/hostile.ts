@@ -6,9 +6,9 @@
  * whoever made them). The attacks and the timing of another tenant: bench/hostile/.
  */
 import { spawn } from 'node:child_process';
-import { documentClient } from '../../bench/clients.ts';
 import { type GraphQLAnswer, graphql } from '../../bench/hostile/measure.ts';
 import { putRows } from '../../bench/hostile/rows.ts';
+import { documentClient } from '../../harness/clients.ts';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
 import type { FaultRule } from '../../src/engine/faults.ts';
 import type { ControlAnswer } from '../../src/engine/remote-control.ts';
