@@ -6,9 +6,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient, graphqlClient } from './clients.ts';
+import { documentClient, graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { until } from './fan-out.ts';
-import type { ServerProcess } from './server.ts';
 import { percentile } from './stats.ts';
 import { subscribe } from './ws.ts';
 

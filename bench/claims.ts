@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRunplane } from '@runplane/client';
 import WebSocket from 'ws';
-import { startRedisProcess } from '../chaos/redis.ts';
-import { freePort, graphqlClient } from './clients.ts';
-import { type BenchProcess, startProcess, startServerProcess } from './server.ts';
+import { freePort, graphqlClient } from '../harness/clients.ts';
+import { type StartedProcess, startProcess, startServerProcess } from '../harness/processes.ts';
+import { startRedisProcess } from '../harness/redis.ts';
 import { percentile } from './stats.ts';
 
 const id = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
@@ -214,7 +214,7 @@ export async function claimsSection(step: (what: string) => void) {
   }
   step('claims: cancel across two replicas through Redis');
   const enginePort = await freePort();
-  const engine: BenchProcess = await startProcess(
+  const engine: StartedProcess = await startProcess(
     'packages/engine/src/cli.ts',
     {},
     [/Streams on http/],
@@ -222,7 +222,7 @@ export async function claimsSection(step: (what: string) => void) {
     { quiet: true },
   );
   const redis = await startRedisProcess(await freePort());
-  const replicas: BenchProcess[] = [];
+  const replicas: StartedProcess[] = [];
   let cancelAcrossReplicas: ClaimsResult['cancelAcrossReplicas'];
   try {
     const urls: string[] = [];

@@ -7,9 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import { createRunplane, newIdempotencyKey } from '@runplane/client';
 import WebSocket from 'ws';
-import { graphqlClient } from './clients.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { until } from './fan-out.ts';
-import type { ServerProcess } from './server.ts';
 import { percentile } from './stats.ts';
 import { subscribe } from './ws.ts';
 

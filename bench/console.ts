@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { graphqlClient } from './clients.ts';
-import type { ServerProcess } from './server.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { ms, percentile, ratio } from './stats.ts';
 
 const CHROMIUM = process.env.RUNPLANE_CHROMIUM ?? '/usr/bin/chromium';

@@ -4,8 +4,8 @@
  * latency, on a server with group commit and on one without.
  */
 import { randomBytes } from 'node:crypto';
-import { graphqlClient } from './clients.ts';
-import type { ServerProcess } from './server.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { percentile } from './stats.ts';
 
 export interface ContentionResult {

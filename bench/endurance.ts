@@ -25,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { DescribeStreamCommand, DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
-import { type BenchProcess, startProcess } from './server.ts';
+import { type StartedProcess, startProcess } from '../harness/processes.ts';
 import { percentile } from './stats.ts';
 
 const TABLE = 'endurance';
@@ -92,7 +92,7 @@ async function createTable(dynamo: DynamoDBClient) {
 }
 
 /** RSS once the writers paused (the median of 10 samples over 2 s), before and after a full collection. */
-async function settledRss(engine: BenchProcess) {
+async function settledRss(engine: StartedProcess) {
   const median = async () => {
     const samples: number[] = [];
     for (let i = 0; i < 10; i++) {
@@ -119,7 +119,7 @@ interface Mark {
  * Writes `total` new 1 KB items with 16 writers; calls `at(n)` when n writes are done, with
  * the writers paused. Returns time and engine CPU at the start, at each mark and at the end.
  */
-async function write(engine: BenchProcess, dynamo: DynamoDBClient, total: number, marks: number[], at: (n: number) => Promise<void>) {
+async function write(engine: StartedProcess, dynamo: DynamoDBClient, total: number, marks: number[], at: (n: number) => Promise<void>) {
   let started = 0;
   let done = 0;
   let pause: Promise<void> | undefined;

@@ -6,8 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient } from './clients.ts';
-import { type BenchProcess, startProcess } from './server.ts';
+import { documentClient } from '../harness/clients.ts';
+import { type StartedProcess, startProcess } from '../harness/processes.ts';
 
 export interface EngineCost {
   operation: string;
@@ -95,13 +95,13 @@ async function seed(doc: Doc, prefix: string) {
 }
 
 export async function engineCost(durationMs: number) {
-  const processes: BenchProcess[] = [];
+  const processes: StartedProcess[] = [];
   try {
     const engine = await startProcess('packages/engine/src/cli.ts', {}, [/on (http:\S+)/], ['--port', '0', '--in-memory']);
     processes.push(engine);
     const plain = await startProcess('bench/plain-dynalite.ts', {}, [/on (http:\S+)/]);
     processes.push(plain);
-    const endpoint = (p: BenchProcess) => /on (http:\S+)/.exec(p.output())?.[1] as string;
+    const endpoint = (p: StartedProcess) => /on (http:\S+)/.exec(p.output())?.[1] as string;
     const ours = documentClient(endpoint(engine));
     const theirs = documentClient(endpoint(plain));
     const prefix = randomBytes(3).toString('hex');

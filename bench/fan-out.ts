@@ -4,8 +4,8 @@
  * delivery took from the moment its append was sent, and what the server's memory grew to.
  */
 import { randomBytes } from 'node:crypto';
-import { graphqlClient } from './clients.ts';
-import type { ServerProcess } from './server.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { percentile } from './stats.ts';
 import { type Subscriber, subscribe } from './ws.ts';
 

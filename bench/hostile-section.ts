@@ -5,11 +5,11 @@
  * during and after it: its p99 under the attack against its own unloaded p99 in the same run,
  * and the 500 ms target (bench/targets.ts); the server's resident set growth over the attack.
  */
-import { documentClient } from './clients.ts';
+import { documentClient } from '../harness/clients.ts';
+import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
 import { APPEND_OUTPUT, listClaims, outputBacklog, readOutputs, unreadFeeds } from './hostile/attacks.ts';
 import { type AttackFigures, type GraphQLAnswer, graphql, outcomeOf, p99, summary, underAttack } from './hostile/measure.ts';
 import { claimedRunRows, putRows, runRows, runWithEventsRows, runWithStreamsRows } from './hostile/rows.ts';
-import { type ServerProcess, startServerProcess } from './server.ts';
 import { ms, ratio } from './stats.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];

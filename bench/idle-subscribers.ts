@@ -5,8 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { WebSocket } from 'ws';
-import { graphqlClient } from './clients.ts';
-import { type ServerProcess, startProcess } from './server.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import { type ServerProcess, startProcess } from '../harness/processes.ts';
 import { type Subscriber, subscribe } from './ws.ts';
 
 export interface IdleResult {

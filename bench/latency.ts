@@ -4,8 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient, graphqlClient } from './clients.ts';
-import type { ServerProcess } from './server.ts';
+import { documentClient, graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { percentile } from './stats.ts';
 
 export interface LatencyPair {

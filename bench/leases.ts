@@ -5,8 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient, graphqlClient } from './clients.ts';
-import type { ServerProcess } from './server.ts';
+import { documentClient, graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 
 export interface LeaseResult {
   workers: number;

@@ -7,9 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import WebSocket from 'ws';
-import { documentClient, graphqlClient } from './clients.ts';
+import { documentClient, graphqlClient } from '../harness/clients.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { until } from './fan-out.ts';
-import type { ServerProcess } from './server.ts';
 import { ms, percentile, ratio } from './stats.ts';
 import { type Subscriber, subscribe } from './ws.ts';
 

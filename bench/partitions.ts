@@ -5,8 +5,8 @@
  * the model counting under limits no run reaches (what the model itself costs the engine). Events a second, p99, and the throttles the server met per append.
  */
 import { randomBytes } from 'node:crypto';
-import { graphqlClient } from './clients.ts';
-import { type ServerProcess, startServerProcess } from './server.ts';
+import { graphqlClient } from '../harness/clients.ts';
+import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
 import { ms, percentile, ratio } from './stats.ts';
 
 const WRITERS = 64;

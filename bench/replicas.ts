@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { startRedisProcess } from '../chaos/redis.ts';
-import { freePort } from './clients.ts';
-import { type BenchProcess, startProcess } from './server.ts';
+import { freePort } from '../harness/clients.ts';
+import { type StartedProcess, startProcess } from '../harness/processes.ts';
+import { startRedisProcess } from '../harness/redis.ts';
 import { percentile } from './stats.ts';
 
 export interface ReplicaFigures {
@@ -100,7 +100,7 @@ async function measure(urls: string[], samples: number): Promise<ReplicaFigures>
 
 export async function replicasBench(samples = 80): Promise<ReplicasResult> {
   const enginePort = await freePort();
-  const engine: BenchProcess = await startProcess(
+  const engine: StartedProcess = await startProcess(
     'packages/engine/src/cli.ts',
     {},
     [/Streams on http/],
@@ -111,7 +111,7 @@ export async function replicasBench(samples = 80): Promise<ReplicasResult> {
   );
   const engineEndpoint = `http://127.0.0.1:${enginePort}`;
   const redis = await startRedisProcess(await freePort());
-  const started: BenchProcess[] = [];
+  const started: StartedProcess[] = [];
   try {
     const alone = [await replica(engineEndpoint, 'alone', {})];
     alone.push(await replica(engineEndpoint, 'alone', {}));

@@ -6,6 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
 import { catchUp } from './catch-up.ts';
 import { claimsSection } from './claims.ts';
 import { clientCost } from './client.ts';
@@ -21,7 +22,6 @@ import { leaseContention } from './leases.ts';
 import { outputSection } from './output.ts';
 import { partitionsSection } from './partitions.ts';
 import { replicasSection } from './replicas.ts';
-import { type ServerProcess, startServerProcess } from './server.ts';
 import { slowReaders } from './slow-readers.ts';
 import { ms, percentile, ratio } from './stats.ts';
 import { subscriptionLatency } from './subscription-latency.ts';

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import type { ServerProcess } from './server.ts';
+import type { ServerProcess } from '../harness/processes.ts';
 import { percentile } from './stats.ts';
 
 export interface LatencyResult {

@@ -14,11 +14,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { startEngine } from '@runplane/engine';
 import { WebSocket, WebSocketServer } from 'ws';
+import { graphqlClient } from '../harness/clients.ts';
+import { type StartedProcess, startProcess } from '../harness/processes.ts';
 import { createClients } from '../src/table/client.ts';
 import { ensureTable } from '../src/table/ensure.ts';
-import { graphqlClient } from './clients.ts';
 import { paced, until } from './fan-out.ts';
-import { type BenchProcess, startProcess } from './server.ts';
 import { percentile } from './stats.ts';
 
 /** What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would. */
@@ -59,7 +59,7 @@ async function serveStored() {
   });
   await ensureTable(clients.dynamo, 'floor', { create: true });
   const http = createServer();
-  // As Runplane's bench servers keep them (bench/server.ts).
+  // As Runplane's bench servers keep them (harness/processes.ts).
   http.keepAliveTimeout = 60_000;
   const wss = new WebSocketServer({ server: http });
   let seq = 0;
@@ -113,7 +113,7 @@ async function connect(port: string | undefined, subscribers: number, latency: (
  * from the first event to the last frame); closes the sockets however it ends.
  */
 async function measure(
-  server: BenchProcess,
+  server: StartedProcess,
   { sockets, latencies }: Awaited<ReturnType<typeof connect>>,
   expected: number,
   { warm, drive }: { warm?: () => Promise<void>; drive: () => Promise<void> },
@@ -136,7 +136,7 @@ async function measure(
 }
 
 /** Runs `floor` against the floor server started by `serve` (stopped however it ends). */
-async function withFloor<T>(serve: string, ready: RegExp, floor: (server: BenchProcess, port: string | undefined) => Promise<T>) {
+async function withFloor<T>(serve: string, ready: RegExp, floor: (server: StartedProcess, port: string | undefined) => Promise<T>) {
   const server = await startProcess('bench/ws-floor.ts', {}, [ready], [serve], { quiet: true });
   try {
     return await floor(server, ready.exec(server.output())?.[1]);

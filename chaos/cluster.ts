@@ -8,9 +8,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { type BenchProcess, startProcess } from '../bench/server.ts';
+import { type StartedProcess, startProcess } from '../harness/processes.ts';
+import { type RedisProcess, startRedisProcess } from '../harness/redis.ts';
 import type { FaultRule } from '../packages/engine/src/faults.ts';
-import { type RedisProcess, startRedisProcess } from './redis.ts';
 
 /** The secret the chaos cluster's replicas seal their Redis entries with (a forger does not have it). */
 export const CHAOS_REDIS_SECRET = 'the-chaos-cluster-replicas-share-this-secret';
@@ -83,8 +83,8 @@ export async function startCluster(
     env = { RUNPLANE_REDIS_URL: redisProcess.url, RUNPLANE_REDIS_SECRET: CHAOS_REDIS_SECRET, RUNPLANE_SHARD_LEASE_SECONDS: '3', ...env };
   }
   const engineEndpoint = `http://127.0.0.1:${enginePort}`;
-  let engine: BenchProcess | undefined;
-  const running: (BenchProcess | undefined)[] = [];
+  let engine: StartedProcess | undefined;
+  const running: (StartedProcess | undefined)[] = [];
 
   const startEngine = async () => {
     engine = await startProcess(

@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient } from '../bench/clients.ts';
+import { documentClient } from '../harness/clients.ts';
 import { sealEntry } from '../src/streams/fanout/entries.ts';
 import { eventItem, eventShardsOf } from '../src/table/codec.ts';
 import { keys } from '../src/table/keys.ts';

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { ConfigError, FALSE_SPELLINGS, loadConfig, TRUE_SPELLINGS } from '../src/config.ts';
+import { FALSE_SPELLINGS, TRUE_SPELLINGS } from '../src/config/variables.ts';
+import { ConfigError, loadConfig } from '../src/config.ts';
 
 describe('configuration from the environment', () => {
   test('defaults: port 4000 on loopback, embedded engine with data on disk, table runplane', () => {

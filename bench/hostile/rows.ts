@@ -7,7 +7,8 @@
 import { BatchWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Budget, Run, RunClaim } from '../../src/domain/run.ts';
 import { claimItem } from '../../src/store/runs/claim-writes.ts';
-import { budgetItem, eventItem, type Item, outputChunkItem, outputStreamItem, runItem } from '../../src/table/codec.ts';
+import type { Item } from '../../src/table/attributes.ts';
+import { budgetItem, eventItem, outputChunkItem, outputStreamItem, runItem } from '../../src/table/codec.ts';
 
 /** DynamoDB's most items in one BatchWriteItem. */
 const BATCH_ITEMS = 25;

@@ -5,9 +5,9 @@
 import type { IncomingMessage } from 'node:http';
 import { GraphQLError } from 'graphql';
 import type { Principal } from '../domain/principal.ts';
+import { SendBuffer } from '../lib/send-buffer.ts';
 import type { Connection } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
-import { SendBuffer } from '../streams/send-buffer.ts';
 import { bearer } from './api-keys.ts';
 
 /** A request's principal and connection, as yoga's context function receives them. */

@@ -4,45 +4,29 @@
  * subscriptions are admitted against the socket's and the tenant's caps and rate before the
  * document is parsed where possible; revoking the key closes the socket.
  */
-import type { IncomingMessage, Server } from 'node:http';
-import type { Socket } from 'node:net';
-import { type ExecutionArgs, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
-import type { Context as SocketContext } from 'graphql-ws';
+import type { Server } from 'node:http';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { type WebSocket, WebSocketServer } from 'ws';
 import type { Limits } from '../domain/limits.ts';
 import type { Logger } from '../lib/logger.ts';
-import type { Context } from '../schema/context.ts';
 import { codes } from '../schema/error-codes.ts';
-import type { Admission, ConnectionSlot, Release } from './admission.ts';
-import type { ApiKeys } from './api-keys.ts';
 import type { BrowserPolicy } from './browsers.ts';
 import type { ConnectionLimits } from './connections.ts';
-import { type CostRules, checkCost } from './cost.ts';
 import { type Mask, withoutHttpStatus } from './errors.ts';
-import { type NewConnection, refusalOf, type Served, socketKey, unauthenticated } from './principals.ts';
+import { type NewConnection, socketKey } from './principals.ts';
 import { reusedIdsWaitForTheirEnd } from './reused-ids.ts';
 import type { Sessions } from './sessions.ts';
-import { keepSocketsHonest, leavesTooMuchUnread, waitForRoom } from './socket-liveness.ts';
+import { keepSocketsHonest, leavesTooMuchUnread } from './socket-liveness.ts';
+import { type EnvelopedRoot, type OperationDeps, operationAdmission } from './socket-operations.ts';
+import { type Extra, type SocketSession, socketSessions } from './socket-sessions.ts';
 import { deliverOverSocket, ownResults } from './subscriptions/index.ts';
-import type { YogaServer } from './yoga.ts';
 
-/** Longest subscription id (graphql-ws echoes it in every frame) and operation name accepted. */
-const MAX_ID_LENGTH = 128;
-const MAX_OPERATION_NAME_LENGTH = 256;
-/** A document that may hold a subscription (every subscription operation is spelled with this word). */
-const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
 /** Queries and mutations of one socket executing at once (over HTTP a connection runs one); one more is refused. */
 export const MAX_OPERATIONS_IN_FLIGHT = 16;
-/** Messages of one socket waiting for it to take what it was sent; one more means it is not reading, and it is cut. */
-export const MAX_MESSAGES_WAITING = 16;
 
-export interface WebSocketDeps {
-  yoga: YogaServer;
-  apiKeys: ApiKeys;
-  admission: Admission;
+export interface WebSocketDeps extends OperationDeps {
   sessions: Sessions;
-  cost: CostRules;
   mask: Mask;
   newConnection: NewConnection;
   connections: ConnectionLimits;
@@ -52,31 +36,6 @@ export interface WebSocketDeps {
   browsers: BrowserPolicy;
   /** envelop plugins after the server's own. */
   plugins?: readonly unknown[];
-}
-
-/** What graphql-ws hands every hook beside its context: the socket and the request that opened it. */
-type Extra = { socket: WebSocket; request: IncomingMessage };
-
-/** What a WebSocket holds once its key is accepted. */
-interface SocketSession {
-  connection: Served['connection'];
-  slot: ConnectionSlot;
-  /** Each admitted subscription's place (caps per connection and tenant), by operation id, until it ends. */
-  places: Map<string, Release>;
-  /** Queries and mutations executing now (their answers are in no buffer yet). */
-  executing: number;
-  /** Messages waiting for the client to take what it was sent. */
-  waiting: number;
-}
-
-/**
- * The operation's envelope, as yoga's graphql-ws recipe hands it on: graphql-ws's execute and
- * subscribe run the envelope's, so every envelop plugin sees WebSocket operations as it sees HTTP ones.
- */
-interface EnvelopedRoot {
-  execute: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
-  subscribe: (args: ExecutionArgs) => Promise<ExecutionResult | AsyncIterable<ExecutionResult>>;
-  session: SocketSession;
 }
 
 const tooManyAtOnce = () => ({
@@ -96,8 +55,6 @@ const answerWithoutHttpStatus = <R>(result: R): R | undefined => {
   if (isStream(result) || !errors?.some((e) => e instanceof GraphQLError && e.extensions && 'http' in e.extensions)) return undefined;
   return { ...(result as ExecutionResult), errors: errors.map((e) => (e instanceof GraphQLError ? withoutHttpStatus(e) : e)) } as R;
 };
-
-const badRequest = (message: string) => new GraphQLError(message, { extensions: { code: codes.badRequest } });
 
 /**
  * A frame whose socket is cut before it was written fails its send's callback, and graphql-ws
@@ -122,26 +79,12 @@ export function quietWhenCut(socket: WebSocket) {
 
 export function attachWebSockets(server: Server, deps: WebSocketDeps) {
   const { yoga, apiKeys, admission, sessions } = deps;
-  const sessionsBySocket = new WeakMap<WebSocket, SocketSession>();
   // A client may leave its send buffer's worth of frames and one whole answer unread. What it
   // asks for beyond that waits until it has taken them (a client reading slowly is slowed, not
   // cut); one that goes on asking without reading is cut (as a peer that is gone: 1006).
   const maxUnsentBytes = deps.connections.sendBufferBytes + deps.limits.maxResponseBytes;
-  /** Waits until the socket has room for more; false when it was cut (or closed) meanwhile. */
-  const untilRoom = async (socket: WebSocket, raw: Socket, session: SocketSession) => {
-    if (!leavesTooMuchUnread(socket, maxUnsentBytes)) return true;
-    if (session.waiting >= MAX_MESSAGES_WAITING) {
-      socket.terminate();
-      return false;
-    }
-    session.waiting++;
-    try {
-      await waitForRoom(socket, raw, maxUnsentBytes);
-    } finally {
-      session.waiting--;
-    }
-    return socket.readyState === socket.OPEN;
-  };
+  const perSocket = socketSessions(maxUnsentBytes);
+  const admit = operationAdmission(deps, perSocket);
   // Upgrades are handed over by hand: a WebSocketServer given the HTTP server would also take
   // its errors (a port in use), which graphql-ws then prints as its own internal error.
   // No compression: socket-frames.ts writes its frames beside ws's, which it may do only while ws
@@ -168,15 +111,6 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     });
   });
 
-  /** Gives operation `id`'s place back, once (graphql-ws may end an operation by more than one path). */
-  const giveBack = (socket: WebSocket, id: string) => {
-    const places = sessionsBySocket.get(socket)?.places;
-    const release = places?.get(id);
-    if (!release) return;
-    places?.delete(id);
-    release();
-  };
-
   const graphqlWs = useServer<Record<string, unknown>, Extra>(
     {
       connectionInitWaitTimeout: deps.connections.connectionInitTimeoutMs,
@@ -199,11 +133,11 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           executing: 0,
           waiting: 0,
         };
-        sessionsBySocket.set(socket, session);
+        perSocket.set(socket, session);
         socket.once('close', () => {
           connected();
           forget();
-          for (const id of [...session.places.keys()]) giveBack(socket, id);
+          for (const id of [...session.places.keys()]) perSocket.giveBack(socket, id);
         });
         return true;
       },
@@ -223,10 +157,10 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
       // subscriber sharing a result); graphql-ws keeps the operation through the handle it returns.
       onOperation: (ctx, id, _payload, args, result) => {
         const socket = ctx.extra.socket;
-        const session = sessionsBySocket.get(socket);
+        const session = perSocket.get(socket);
         const release = session?.places.get(id);
         if (!session || !release || !isStream(result)) {
-          giveBack(socket, id);
+          perSocket.giveBack(socket, id);
           return answerWithoutHttpStatus(result);
         }
         session.places.delete(id);
@@ -241,12 +175,12 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
           own: deps.plugins?.length ? undefined : ownResults(args.contextValue),
         });
       },
-      onComplete: (ctx, id) => giveBack(ctx.extra.socket, id),
-      onError: (ctx, id) => giveBack(ctx.extra.socket, id),
+      onComplete: (ctx, id) => perSocket.giveBack(ctx.extra.socket, id),
+      onError: (ctx, id) => perSocket.giveBack(ctx.extra.socket, id),
       // A ping is answered with its payload: once the client has taken what it was sent.
       onPing: async (ctx) => {
-        const session = sessionsBySocket.get(ctx.extra.socket);
-        if (session) await untilRoom(ctx.extra.socket, ctx.extra.request.socket, session);
+        const session = perSocket.get(ctx.extra.socket);
+        if (session) await perSocket.untilRoom(ctx.extra.socket, ctx.extra.request.socket, session);
         // Before connection_init nobody is known to wait for: past a send buffer unread, it is cut.
         else if (leavesTooMuchUnread(ctx.extra.socket, deps.connections.sendBufferBytes)) ctx.extra.socket.terminate();
       },
@@ -261,76 +195,6 @@ export function attachWebSockets(server: Server, deps: WebSocketDeps) {
     0,
   );
 
-  /** An operation admitted (its execution arguments) or refused (its errors). */
-  async function admit(
-    ctx: SocketContext<Record<string, unknown>, Extra>,
-    id: string,
-    payload: { query: string; operationName?: string | null; variables?: Record<string, unknown> | null },
-  ): Promise<ExecutionArgs | readonly GraphQLError[]> {
-    const socket = ctx.extra.socket;
-    const waitingOn = sessionsBySocket.get(socket);
-    if (waitingOn && !(await untilRoom(socket, ctx.extra.request.socket, waitingOn)))
-      return [badRequest('This connection left what it was sent unread')];
-    if (id.length > MAX_ID_LENGTH) {
-      const refusal = `Subscription ids are at most ${MAX_ID_LENGTH} characters`;
-      socket.close(4400, refusal);
-      return [badRequest(refusal)];
-    }
-    if ((payload.operationName?.length ?? 0) > MAX_OPERATION_NAME_LENGTH) {
-      return [badRequest(`Operation names are at most ${MAX_OPERATION_NAME_LENGTH} characters`)];
-    }
-    const session = sessionsBySocket.get(socket);
-    if (!session) return [unauthenticated('Send connection_init with an API key first')];
-    // The setup rate is taken before parsing: a flood of subscribes costs a token check each.
-    if (SUBSCRIPTION_KEYWORD.test(payload.query)) {
-      const tooFast = admission.setup({ slot: session.slot });
-      if (tooFast) return [tooFast];
-    }
-    // The key is checked again for each operation: a key revoked since connecting stops here.
-    const principal = apiKeys.authenticate(socketKey(ctx.connectionParams));
-    if (!principal) return [refusalOf(socketKey(ctx.connectionParams))];
-    const enveloped = yoga.getEnveloped({
-      ...ctx,
-      principal,
-      req: ctx.extra.request,
-      socket,
-      params: payload,
-      connectionParams: ctx.connectionParams ?? {},
-    });
-    // Limits throw from parse and validate (as over HTTP): answer them as this operation's errors.
-    let document: ReturnType<typeof enveloped.parse>;
-    try {
-      document = enveloped.parse(payload.query);
-      const errors = enveloped.validate(enveloped.schema, document);
-      if (errors.length > 0) return errors;
-      checkCost(enveloped.schema, document, payload.operationName, payload.variables, deps.cost);
-    } catch (err) {
-      if (err instanceof GraphQLError) return [err];
-      throw err;
-    }
-    if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
-      const admitted = admission.subscribe(principal.tenant, session.slot);
-      if (admitted instanceof GraphQLError) return [admitted];
-      session.places.set(id, admitted);
-    }
-    let contextValue: Context;
-    try {
-      contextValue = (await enveloped.contextFactory({ principal, connection: session.connection } satisfies Served)) as Context;
-    } catch (err) {
-      giveBack(socket, id);
-      if (err instanceof GraphQLError) return [err];
-      throw err;
-    }
-    const rootValue: EnvelopedRoot = { execute: enveloped.execute, subscribe: enveloped.subscribe, session };
-    return {
-      schema: enveloped.schema,
-      operationName: payload.operationName,
-      document,
-      variableValues: payload.variables,
-      contextValue,
-      rootValue,
-    };
-  }
   const stopPinging = keepSocketsHonest(webSockets, deps.connections.pingIntervalMs, maxUnsentBytes);
   // graphql-ws prints every socket error to the console, stack and all. A client's protocol
   // error (a message over the size limit, invalid UTF-8, a bad frame) is the client's: ws has

@@ -4,10 +4,10 @@ import type { Limits } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
 import type { Role } from '../domain/principal.ts';
 import type { Budget, DeliveredEvent, Lease, Run, RunClaim, RunStatus } from '../domain/run.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import type { RequestReads, ResponseLimit, Stores } from '../store/index.ts';
+import type { OutputWriter } from '../store/outputs/writer.ts';
 import type { RunEventsQuery, RunOutputQuery } from '../streams/live.ts';
-import type { OutputWriter } from '../streams/output-writer.ts';
-import type { SendBuffer } from '../streams/send-buffer.ts';
 
 export type { RunEventsQuery };
 
@@ -31,7 +31,7 @@ export interface LiveFeeds {
   runOutput(query: RunOutputQuery): AsyncIterableIterator<OutputChunk>;
 }
 
-/** Live output's writing side (streams/output-writer.ts). */
+/** Live output's writing side (store/outputs/writer.ts). */
 export type OutputWriting = Pick<OutputWriter, 'append' | 'streamsOf'>;
 
 export interface Context {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ClaimLost, OffsetConflict, RunNotFound } from '../domain/errors.ts';
 import { MAX_INT } from '../domain/limits.ts';
 import { isWellFormed, type OutputChunk, type OutputStream } from '../domain/output.ts';
-import { MAX_OUTPUT_READ_PAGES } from '../store/outputs.ts';
+import { MAX_OUTPUT_READ_PAGES } from '../store/outputs/chunks.ts';
 import { builder, invalidInput } from './builder.ts';
 import { ErrorInterface } from './errors.ts';
 import { amount, eventType, fencingToken, fencingTokenDescription, id } from './inputs.ts';

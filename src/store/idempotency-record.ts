@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { attr } from '../table/codec.ts';
+import { attr } from '../table/attributes.ts';
 import { conditions, isConditionalCheckFailed } from '../table/conditions.ts';
 import { keys } from '../table/keys.ts';
 import type { StoreDeps } from './deps.ts';

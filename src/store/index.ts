@@ -5,7 +5,7 @@ import { createEventStore, type EventStore } from './events/index.ts';
 import { createIdempotency } from './idempotency.ts';
 import { createLeaseStore, type LeaseStore } from './leases/index.ts';
 import { createLeaseListing, type LeaseListing } from './leases/list.ts';
-import { createOutputStore, type OutputStore } from './outputs.ts';
+import { createOutputStore, type OutputStore } from './outputs/chunks.ts';
 import { createRunStore, type RunStore } from './runs/index.ts';
 import { createRunListing, type RunListing } from './runs/list.ts';
 

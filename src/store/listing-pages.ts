@@ -8,7 +8,7 @@
  * and still have a next page.
  */
 import { QueryCommand, type QueryCommandInput } from '@aws-sdk/lib-dynamodb';
-import type { Item } from '../table/codec.ts';
+import type { Item } from '../table/attributes.ts';
 import type { Documents } from '../table/documents.ts';
 import { RUN_LIST_SHARDS } from '../table/keys.ts';
 import { encodePositions, type ShardPositions } from './shard-cursor.ts';

@@ -11,8 +11,8 @@
 import { randomUUID } from 'node:crypto';
 import { BatchGetCommand, PutCommand, TransactWriteCommand, type TransactWriteCommandInput, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { type Backoff, delayFor, sleep } from '../lib/backoff.ts';
+import type { Item } from '../table/attributes.ts';
 import { changeOfRow, isWatched } from '../table/changes.ts';
-import type { Item } from '../table/codec.ts';
 import { cancellations, isConditionalCheckFailed, isTransactionCanceled, oldItem } from '../table/conditions.ts';
 import { isThrottle, isTransactionConflict } from '../table/failures.ts';
 import type { StoreDeps } from './deps.ts';

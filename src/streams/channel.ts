@@ -1,6 +1,7 @@
 /** A bounded async queue between a feed (pushing) and a subscription (pulling). */
+
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { Pullable } from './pullable.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface ChannelOptions<T> {
   /** Most items held; push() refuses beyond it. */

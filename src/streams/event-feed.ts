@@ -18,15 +18,16 @@
  */
 
 import type { DeliveredEvent as FeedEvent } from '../domain/run.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import type { EventStore } from '../store/index.ts';
 import { eventBytes } from '../table/codec.ts';
 import { type Change, topics } from './changes.ts';
 import { Channel } from './channel.ts';
-import { Effect, EventFeedMachine } from './event-feed-states.ts';
+import { Effect } from './event-feed-effects.ts';
+import { EventFeedMachine } from './event-feed-states.ts';
 import type { FeedTable } from './feed-table.ts';
 import type { Hub, Listener } from './hub.ts';
 import type { Source } from './lazy.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface EventFeedOptions {
   hub: Hub;

@@ -6,10 +6,10 @@
  * around either bound; and it is bound to the feed's tenant, so it cannot read another's rows.
  */
 import type { Budget, Lease } from '../domain/run.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import type { EventPageQuery } from '../store/events/index.ts';
 import type { ReadShares, Stores, TableReads } from '../store/index.ts';
 import type { RunSnapshot } from '../store/runs/index.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 type Page = Awaited<ReturnType<Stores['events']['page']>>;
 type StoredOutput = Awaited<ReturnType<Stores['outputs']['read']>>;

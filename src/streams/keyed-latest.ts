@@ -5,8 +5,9 @@
  * told what changed, and the stream fails saying so (its client lists again and resubscribes).
  * While the connection's send buffer is full nothing is handed over.
  */
+
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { NewestStates } from './newest-states.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface KeyedLatestOptions {
   /** Keys waiting at most; one more fails the stream with `overflow()`. */

@@ -4,8 +4,9 @@
  * nothing is handed over (the subscriber gets the newest state once there is room), so a
  * client that stops reading holds one state here however often the state changes.
  */
+
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { NewestStates } from './newest-states.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface LatestOptions {
   sendBuffer?: SendBuffer;

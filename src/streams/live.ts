@@ -1,6 +1,7 @@
 /** What subscriptions are made of: the hub, the feeds, and the poller feeding them. */
 import type { OutputChunk } from '../domain/output.ts';
 import { type Logger, silentLogger } from '../lib/logger.ts';
+import { DEFAULT_SEND_BUFFER_BYTES, SendBuffer } from '../lib/send-buffer.ts';
 import { ReadShares, type Stores } from '../store/index.ts';
 import type { Clients } from '../table/client.ts';
 import { type Change, decodeRecord } from './changes.ts';
@@ -11,7 +12,6 @@ import { lazily, type Source } from './lazy.ts';
 import { OutputFeed, type OutputFeedOptions } from './output-feed.ts';
 import { type PollerOptions, StreamPoller } from './poller.ts';
 import { createReplicas, type ReplicaOptions } from './replicas.ts';
-import { DEFAULT_SEND_BUFFER_BYTES, SendBuffer } from './send-buffer.ts';
 import { type LeaseFeedQuery, leaseFeed, type RunFeedQuery, runFeed } from './state-feeds.ts';
 import { type LeasesFeedQuery, leasesFeed, type RunsFeedQuery, runsFeed } from './tenant-feeds.ts';
 
@@ -27,7 +27,7 @@ export interface LiveOptions {
   gapWaitMs?: number;
   /** With several replicas on one table: Redis fan-out and shards read by lease (absent: this one reads every shard). */
   replicas?: ReplicaOptions;
-  /** Output text accepted on this server and not stored yet (output-writer.ts). */
+  /** Output text accepted on this server and not stored yet (store/outputs/writer.ts). */
   outputWaiting?: (tenant: string, runId: string, stream: string) => OutputChunk | undefined;
   /** How long live output ahead of a reader waits before the table is read again (about a flush interval). */
   outputGapMs?: number;

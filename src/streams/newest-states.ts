@@ -3,8 +3,9 @@
  * connection's send buffer has room, then the next one is handed over; `end` lets what waits
  * be taken first. Subclasses decide what waits (one state, or one per key).
  */
+
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { Pullable } from './pullable.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export abstract class NewestStates<T> extends Pullable<T> {
   /** Set by end(): the stream closes once nothing waits. */

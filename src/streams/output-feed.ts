@@ -10,11 +10,11 @@
  * the feed stops taking live text and, once the reader drains, reads on from the table.
  */
 import { codePoints, endOf, type OutputChunk, slicePoints } from '../domain/output.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { topics } from './changes.ts';
 import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { Pullable } from './pullable.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface OutputFeedOptions {
   hub: Hub;

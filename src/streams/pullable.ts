@@ -3,7 +3,7 @@
  * failed once, `onClose` called once. Subclasses decide what a next() gets (`take`) and what
  * else closing releases (`cleanUp`).
  */
-import type { SendBuffer } from './send-buffer.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 
 export abstract class Pullable<T> implements AsyncIterableIterator<T> {
   private waiter: ((result: IteratorResult<T>) => void) | undefined;

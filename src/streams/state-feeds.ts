@@ -6,12 +6,12 @@
  */
 
 import type { Budget, Lease, Run, RunClaim } from '../domain/run.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { topics } from './changes.ts';
 import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { Latest } from './latest.ts';
 import type { Source } from './lazy.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 export interface RunState {
   run: Run;

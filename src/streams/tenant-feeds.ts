@@ -6,12 +6,12 @@
  */
 import { ChangesLost, FellBehind } from '../domain/errors.ts';
 import type { Budget, Lease, Run, RunStatus } from '../domain/run.ts';
+import type { SendBuffer } from '../lib/send-buffer.ts';
 import { TtlCache } from '../lib/ttl-cache.ts';
 import { topics } from './changes.ts';
 import type { FeedTable } from './feed-table.ts';
 import type { Hub } from './hub.ts';
 import { KeyedLatest } from './keyed-latest.ts';
-import type { SendBuffer } from './send-buffer.ts';
 
 /** Runs (or units) with a change waiting for one subscriber; one more fails its stream (FellBehind). */
 export const MAX_WAITING_CHANGES = 1000;

@@ -3,7 +3,8 @@
  * records and the rows this server writes go through, so the two always agree.
  */
 import type { Change } from '../domain/change.ts';
-import { type Item, toBudget, toClaim, toEvent, toLease, toOutputChunk, toRun } from './codec.ts';
+import type { Item } from './attributes.ts';
+import { toBudget, toClaim, toEvent, toLease, toOutputChunk, toRun } from './codec.ts';
 import { LEASE_SK, outputOfSk, parseRunPartition, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK, SYSTEM_TENANT, seqOfSk } from './keys.ts';
 
 const LEASE_PARTITION = /^([^#]+)#unit#([^#]+)$/;

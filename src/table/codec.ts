@@ -7,59 +7,8 @@ import { MAX_EVENT_SHARDS } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
 import { type Budget, type Lease, originOf, type Run, type RunClaim, type RunEvent, type RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
+import { attr, type Item } from './attributes.ts';
 import { keys, outputOfSk, outputStreamOfSk, parseRunPartition, seqOfSk } from './keys.ts';
-
-export type Item = Record<string, unknown>;
-
-/** Attribute names of the table's rows. */
-export const attr = {
-  entity: 'entity',
-  runId: 'runId',
-  task: 'task',
-  status: 'status',
-  version: 'version',
-  createdAt: 'createdAt',
-  updatedAt: 'updatedAt',
-  cap: 'cap',
-  spent: 'spent',
-  remaining: 'remaining',
-  seq: 'seq',
-  type: 'type',
-  payload: 'payload',
-  unitId: 'unitId',
-  owner: 'owner',
-  token: 'token',
-  acquiredAt: 'acquiredAt',
-  /** Lease expiry in epoch milliseconds (conditions compare it with the clock). */
-  leaseUntil: 'leaseUntil',
-  /** A random id of the write that last changed the row: a write resent by the SDK recognises itself. */
-  writeId: 'writeId',
-  /** The id of the last charge applied to a budget (same purpose). */
-  lastChargeId: 'lastChargeId',
-  /** A stream shard's lease row: the sequence number of the last record its holder handed on. */
-  checkpoint: 'checkpoint',
-  /** A stream shard's lease row: the shard was read to its end (its children may start). */
-  drained: 'drained',
-  /** The table's TTL attribute, epoch seconds (stored as `expiresAt`; a lease's or claim's end is another thing: leaseUntil, claimUntil). */
-  ttl: 'expiresAt',
-  /** A run claim's holder. */
-  holder: 'holder',
-  /** A run claim's end in epoch milliseconds (conditions compare it with the clock). */
-  claimUntil: 'claimUntil',
-  /** A run claim that ended (released, cancelled, finished with its run, stalled): no write fenced by its token lands again, whatever the clock says. */
-  claimEnded: 'claimEnded',
-  /** An output chunk's stream, its first code point's offset, its text; whether the stream ends with it. */
-  stream: 'stream',
-  offset: 'offset',
-  text: 'text',
-  final: 'final',
-  /** A run's metadata: over how many partition keys its events are spread (absent: 1). */
-  eventShards: 'eventShards',
-  /** An output stream row: its length, once final. */
-  length: 'length',
-  /** An event's writer as the server set it: SERVER (its own steps) or CLIENT; anything else, or none, reads CLIENT. */
-  origin: 'origin',
-} as const;
 
 const date = (value: unknown) => new Date(typeof value === 'string' || typeof value === 'number' ? value : 0);
 const runIdOf = (item: Item) => parseRunPartition(String(item.pk))?.runId ?? String(item[attr.runId]);
@@ -271,44 +220,4 @@ export function toOutputStream(item: Item): { stream: string; final: boolean; le
   const stream = outputStreamOfSk(String(item.sk)) ?? String(item[attr.stream] ?? '');
   const final = item[attr.final] === true;
   return final ? { stream, final, length: Number(item[attr.length] ?? 0) } : { stream, final };
-}
-
-const storedDate = (value: unknown) => new Date(value as string);
-
-/**
- * Values an idempotency record kept as JSON, read back into domain values (their dates were
- * written as ISO strings): a retry gets the first answer as the first request got it.
- */
-export const stored = {
-  run: (value: unknown): Run => {
-    const run = value as Run;
-    // Stored before runs had event shards: the seed's layout.
-    return { ...run, createdAt: storedDate(run.createdAt), updatedAt: storedDate(run.updatedAt), eventShards: run.eventShards ?? 1 };
-  },
-  event: (value: unknown): RunEvent => {
-    const event = value as RunEvent;
-    return { ...event, createdAt: storedDate(event.createdAt) };
-  },
-  claim: (value: unknown): RunClaim => {
-    const claim = value as RunClaim;
-    return { ...claim, acquiredAt: storedDate(claim.acquiredAt), expiresAt: storedDate(claim.expiresAt) };
-  },
-  lease: (value: unknown): Lease => {
-    const lease = value as Lease;
-    return { ...lease, acquiredAt: storedDate(lease.acquiredAt), expiresAt: storedDate(lease.expiresAt) };
-  },
-  budget: (value: unknown): Budget => value as Budget,
-};
-
-type StoredKind = keyof typeof stored;
-const isStoredKind = (key: string): key is StoredKind => Object.hasOwn(stored, key);
-
-/**
- * A stored result made of such values under their kinds' names (`{ run, event, claim }`): each
- * read back as its kind, absent and null ones left so.
- */
-export function storedResult<T extends Partial<Record<StoredKind, unknown>>>(value: unknown): T {
-  const result: Record<string, unknown> = { ...(value as object) };
-  for (const [key, field] of Object.entries(result)) if (isStoredKind(key) && field != null) result[key] = stored[key](field);
-  return result as T;
 }

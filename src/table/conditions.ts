@@ -4,7 +4,7 @@
  */
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { Item } from './codec.ts';
+import type { Item } from './attributes.ts';
 
 export const conditions = {
   /** The row does not exist yet (a seq, a run, a budget is taken once). */

@@ -1,6 +1,6 @@
 /** The one table: keys, the two listing indexes, the stream and TTL. */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
-import { attr } from './codec.ts';
+import { attr } from './attributes.ts';
 
 export const indexes = {
   /** All runs of a tenant, newest first, spread over RUN_LIST_SHARDS partitions. */

@@ -4,8 +4,8 @@
  * found once their claim runs out, and taken over.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
+import { CONCURRENT_RUNS, StallWatcher, type StallWatcherOptions } from '../../src/jobs/stall-watcher.ts';
 import type { ShardLeases } from '../../src/store/leases/shards.ts';
-import { CONCURRENT_RUNS, StallWatcher, type StallWatcherOptions } from '../../src/streams/stall-watcher.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { metric } from '../support/metrics.ts';

@@ -8,7 +8,7 @@
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { claimedRunRows, putRows } from '../../bench/hostile/rows.ts';
-import { StallWatcher, type StallWatcherOptions } from '../../src/streams/stall-watcher.ts';
+import { StallWatcher, type StallWatcherOptions } from '../../src/jobs/stall-watcher.ts';
 import { CLAIM_INDEX_SHARDS } from '../../src/table/keys.ts';
 import { dynamoClient, uniqueName } from '../support/aws.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';

@@ -10,7 +10,7 @@ import { describe, expect, test } from 'vitest';
 import { rowExpiry, tokenFloor } from '../../src/domain/lease.ts';
 import type { Lease } from '../../src/domain/run.ts';
 import type { IdempotencyKey } from '../../src/store/index.ts';
-import { attr } from '../../src/table/codec.ts';
+import { attr } from '../../src/table/attributes.ts';
 import { keys } from '../../src/table/keys.ts';
 import { uniqueName } from '../support/aws.ts';
 import { storesOnFreshTable } from './fixture.ts';

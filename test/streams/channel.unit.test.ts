@@ -5,9 +5,9 @@
  * nothing for what the sink took.
  */
 import { describe, expect, test } from 'vitest';
+import { SendBuffer } from '../../src/lib/send-buffer.ts';
 import { Channel } from '../../src/streams/channel.ts';
 import { lazily } from '../../src/streams/lazy.ts';
-import { SendBuffer } from '../../src/streams/send-buffer.ts';
 
 const sized = (sendBuffer: SendBuffer) => new Channel<number>({ capacity: 10, sendBuffer, sizeOf: () => 100 });
 

@@ -5,7 +5,9 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { DeliveredEvent, RunEvent } from '../../src/domain/run.ts';
-import { Effect, EventFeedMachine, type FeedState, MAX_PENDING } from '../../src/streams/event-feed-states.ts';
+import { Effect, type FeedState } from '../../src/streams/event-feed-effects.ts';
+import { EventFeedMachine } from '../../src/streams/event-feed-states.ts';
+import { MAX_PENDING } from '../../src/streams/event-order.ts';
 
 const GRACE_MS = 20;
 const GAP_WAIT_MS = 1_000;

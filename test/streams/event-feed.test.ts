@@ -3,12 +3,12 @@
 import { DeleteCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, test } from 'vitest';
 import type { RunEvent } from '../../src/domain/run.ts';
+import { SendBuffer } from '../../src/lib/send-buffer.ts';
 import { ReadShares } from '../../src/store/index.ts';
 import { topics } from '../../src/streams/changes.ts';
 import { type EventFeedOptions, eventFeed } from '../../src/streams/event-feed.ts';
 import { feedTable } from '../../src/streams/feed-table.ts';
 import { Hub } from '../../src/streams/hub.ts';
-import { SendBuffer } from '../../src/streams/send-buffer.ts';
 import { appendEvent, newRun, OPEN_TENANT, putEventRow, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';

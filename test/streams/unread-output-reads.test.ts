@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { OutputChunk } from '../../src/domain/output.ts';
-import { SendBuffer } from '../../src/streams/send-buffer.ts';
+import { SendBuffer } from '../../src/lib/send-buffer.ts';
 import { newRun, OPEN_TENANT } from '../support/runs.ts';
 import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';

@@ -6,13 +6,13 @@
  * whoever made them). The attacks and the timing of another tenant: bench/hostile/.
  */
 import { spawn } from 'node:child_process';
-import { documentClient } from '../../bench/clients.ts';
 import { type GraphQLAnswer, graphql } from '../../bench/hostile/measure.ts';
 import { putRows } from '../../bench/hostile/rows.ts';
+import { documentClient } from '../../harness/clients.ts';
 import type { FaultRule } from '../../packages/engine/src/faults.ts';
 import type { ControlAnswer } from '../../packages/engine/src/remote-control.ts';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
-import type { Item } from '../../src/table/codec.ts';
+import type { Item } from '../../src/table/attributes.ts';
 import { uniqueName } from './aws.ts';
 import { type MainProcess, startMain } from './main-process.ts';
 import { metric } from './metrics.ts';

@@ -6,7 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll } from 'vitest';
-import { startRedisProcess } from '../../chaos/redis.ts';
+import { startRedisProcess } from '../../harness/redis.ts';
 import { freePort } from './ports.ts';
 
 const found = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });

@@ -21,7 +21,7 @@
  *    publishes it, with no promise or loop step per event and subscriber (Channel.deliverTo).
  *
  * Back-pressure is the feeds': they hand over an event only while the connection's send buffer
- * has room (streams/send-buffer.ts), so nothing here queues.
+ * has room (lib/send-buffer.ts), so nothing here queues.
  */
 export { ownResults, sharedDelivery, sharedExecution } from './shared-execution.ts';
 export { deliverOverSocket, nextFrame, type SocketSubscription } from './socket-frames.ts';

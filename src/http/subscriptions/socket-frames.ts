@@ -24,7 +24,7 @@ import type { Socket } from 'node:net';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { WebSocket } from 'ws';
 import { attached } from '../../lib/attached.ts';
-import type { SendBuffer } from '../../streams/send-buffer.ts';
+import type { SendBuffer } from '../../lib/send-buffer.ts';
 import type { Mask } from '../errors.ts';
 import { type Results, resultJson } from './shared-execution.ts';
 import { ownBytes, textFrame } from './text-frames.ts';

@@ -3,7 +3,7 @@
  * the put and the budget charge are one transaction (both or neither).
  */
 import type { RunEvent } from '../../domain/run.ts';
-import { stored } from '../../table/codec.ts';
+import { stored } from '../../table/stored-results.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import type { TableReads } from '../reads.ts';

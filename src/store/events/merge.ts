@@ -10,7 +10,7 @@
  * handed out (it may hold an earlier one), and the page says where to go on from.
  */
 import type { QueryCommandInput } from '@aws-sdk/lib-dynamodb';
-import type { Item } from '../../table/codec.ts';
+import type { Item } from '../../table/attributes.ts';
 import { seqOfSk } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { queryPages } from '../query-pages.ts';

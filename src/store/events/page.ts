@@ -1,7 +1,8 @@
 /** Reading a run's events a page at a time, in seq order or newest first, filtered by type. */
 import { MAX_INT } from '../../domain/limits.ts';
 import type { RunEvent } from '../../domain/run.ts';
-import { attr, eventBytes, toEvent } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
+import { eventBytes, toEvent } from '../../table/codec.ts';
 import { eventSk, keys } from '../../table/keys.ts';
 import type { ResponseLimit, StoreDeps } from '../deps.ts';
 import { metered, type TableReads } from '../reads.ts';

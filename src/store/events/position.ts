@@ -7,7 +7,8 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { RunNotFound } from '../../domain/errors.ts';
 import { TtlCache } from '../../lib/ttl-cache.ts';
-import { attr, eventShardsOf, toEvent } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
+import { eventShardsOf, toEvent } from '../../table/codec.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { pastTtl } from '../expiry.ts';

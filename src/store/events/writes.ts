@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import { ClaimLost, InvalidInput } from '../../domain/errors.ts';
 import type { RunEvent } from '../../domain/run.ts';
-import { attr, eventItem, toClaim } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
+import { eventItem, toClaim } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import { chargeRefusal, chargeUpdate } from '../budgets.ts';
 import type { StoreDeps } from '../deps.ts';

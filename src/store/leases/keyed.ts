@@ -8,7 +8,7 @@
 import { Contention } from '../../domain/errors.ts';
 import { type LeasePlanner, outcome } from '../../domain/lease.ts';
 import type { Lease } from '../../domain/run.ts';
-import { stored } from '../../table/codec.ts';
+import { stored } from '../../table/stored-results.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { ConditionFailed, type TransactItem, write } from '../write.ts';

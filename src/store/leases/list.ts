@@ -6,7 +6,8 @@
  * show a moment later.
  */
 import type { Lease } from '../../domain/run.ts';
-import { attr, toLease } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
+import { toLease } from '../../table/codec.ts';
 import { indexes } from '../../table/definition.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';

@@ -8,7 +8,8 @@
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { type LeasePlan, planAcquire, planRenew } from '../../domain/lease.ts';
 import type { Lease } from '../../domain/run.ts';
-import { attr, type Item, toLease } from '../../table/codec.ts';
+import { attr, type Item } from '../../table/attributes.ts';
+import { toLease } from '../../table/codec.ts';
 import { keys, SYSTEM_TENANT } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';
 import { ConditionFailed, rowAfter, write } from '../write.ts';

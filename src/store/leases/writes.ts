@@ -6,7 +6,7 @@
 import { type LeasePlan, TOKEN_EPOCH_S } from '../../domain/lease.ts';
 import type { LeaseFact, LeaseRule } from '../../domain/lease-facts.ts';
 import type { Lease } from '../../domain/run.ts';
-import { attr } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
 import { conditions } from '../../table/conditions.ts';
 import { keys } from '../../table/keys.ts';
 import type { Write } from '../write.ts';

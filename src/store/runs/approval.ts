@@ -7,7 +7,8 @@
 import { claimLiveAt } from '../../domain/claim.ts';
 import { ClaimLost, StatusConflict } from '../../domain/errors.ts';
 import { type Run, type RunEvent, type RunStatus, type ServerEventType, stallable } from '../../domain/run.ts';
-import { storedResult, toClaim } from '../../table/codec.ts';
+import { toClaim } from '../../table/codec.ts';
+import { storedResult } from '../../table/stored-results.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { claimEnd, claimRelisting, fence } from './claim-writes.ts';

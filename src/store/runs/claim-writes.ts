@@ -4,7 +4,7 @@
  * that ends (released, taken over, its run stalled or finished) leaves the index.
  */
 import type { RunClaim, RunStatus } from '../../domain/run.ts';
-import { attr, type Item } from '../../table/codec.ts';
+import { attr, type Item } from '../../table/attributes.ts';
 import { keys } from '../../table/keys.ts';
 import type { Write } from '../write.ts';
 

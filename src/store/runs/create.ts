@@ -2,7 +2,8 @@
 import { InvalidInput, RunAlreadyExists } from '../../domain/errors.ts';
 import { MAX_EVENT_SHARDS } from '../../domain/limits.ts';
 import { type Budget, initialStatus, type Run } from '../../domain/run.ts';
-import { budgetItem, type Item, runItem } from '../../table/codec.ts';
+import type { Item } from '../../table/attributes.ts';
+import { budgetItem, runItem } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import type { StoreDeps } from '../deps.ts';
 import { ConditionFailed, type TransactItem, type Write, write } from '../write.ts';

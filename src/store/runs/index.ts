@@ -1,6 +1,6 @@
 /** Runs: created with their budget in one transaction, read with budget and first events in one Query. */
 import type { Run } from '../../domain/run.ts';
-import { stored, storedResult } from '../../table/codec.ts';
+import { stored, storedResult } from '../../table/stored-results.ts';
 import type { StoreDeps } from '../deps.ts';
 import type { Idempotency, IdempotencyKey } from '../idempotency.ts';
 import { type ApprovalStep, createApprovals } from './approval.ts';

@@ -6,7 +6,8 @@
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { RunNotFound } from '../../domain/errors.ts';
 import type { Budget, Run, RunClaim, RunEvent } from '../../domain/run.ts';
-import { eventBytes, type Item, toBudget, toClaim, toEvent, toRun } from '../../table/codec.ts';
+import type { Item } from '../../table/attributes.ts';
+import { eventBytes, toBudget, toClaim, toEvent, toRun } from '../../table/codec.ts';
 import { keys, RUN_BUDGET_SK, RUN_CLAIM_SK, RUN_META_SK } from '../../table/keys.ts';
 import type { ResponseLimit, StoreDeps } from '../deps.ts';
 import { mergedEvents } from '../events/merge.ts';

@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { ClaimLost, RunNotFound, StatusConflict } from '../../domain/errors.ts';
 import { isTerminal, type Run, type RunStatus } from '../../domain/run.ts';
-import { attr, toClaim, toRun } from '../../table/codec.ts';
+import { attr } from '../../table/attributes.ts';
+import { toClaim, toRun } from '../../table/codec.ts';
 import { conditions } from '../../table/conditions.ts';
 import { keys } from '../../table/keys.ts';
 import type { StoreDeps } from '../deps.ts';

@@ -1,4 +1,4 @@
-/** Clients for the load generator: GraphQL over kept-alive HTTP, and the SDK's document client. */
+/** Clients for load generators and checkers: GraphQL over kept-alive HTTP, and the SDK's document client. */
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { createServer } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';

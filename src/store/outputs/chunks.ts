@@ -6,18 +6,19 @@
  * and, once final, holds its length.
  */
 import { GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { ClaimLost, RunNotFound } from '../domain/errors.ts';
-import { MAX_INT } from '../domain/limits.ts';
-import { endOf, type OutputChunk, type OutputStream, slicePoints } from '../domain/output.ts';
-import { attr, outputChunkItem, toClaim, toOutputChunk, toOutputStream } from '../table/codec.ts';
-import { conditions } from '../table/conditions.ts';
-import { keys } from '../table/keys.ts';
-import type { ResponseLimit, StoreDeps } from './deps.ts';
-import { pastTtl } from './expiry.ts';
-import { queryPages } from './query-pages.ts';
-import { metered, type TableReads } from './reads.ts';
-import { fence } from './runs/claim-writes.ts';
-import { ConditionFailed, type Write, write } from './write.ts';
+import { ClaimLost, RunNotFound } from '../../domain/errors.ts';
+import { MAX_INT } from '../../domain/limits.ts';
+import { endOf, type OutputChunk, type OutputStream, slicePoints } from '../../domain/output.ts';
+import { attr } from '../../table/attributes.ts';
+import { outputChunkItem, toClaim, toOutputChunk, toOutputStream } from '../../table/codec.ts';
+import { conditions } from '../../table/conditions.ts';
+import { keys } from '../../table/keys.ts';
+import type { ResponseLimit, StoreDeps } from '../deps.ts';
+import { pastTtl } from '../expiry.ts';
+import { queryPages } from '../query-pages.ts';
+import { metered, type TableReads } from '../reads.ts';
+import { fence } from '../runs/claim-writes.ts';
+import { ConditionFailed, type Write, write } from '../write.ts';
 
 /** What a stream's table rows say: how far its chunks reach without a gap, and whether the last is final. */
 export interface StoredEnd {

@@ -1,10 +1,10 @@
-/** The processes under test: each in a process of its own (the load generator must not share their event loop). */
+/** The processes under test, for the benchmarks and the fault harness: each in a process of its own (the load generator must not share their event loop). */
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { nodeArgs } from '../scripts/process-bundles.ts';
 
-export interface BenchProcess {
+export interface StartedProcess {
   pid: number;
   /** What the process printed on stdout, up to now. */
   output(): string;
@@ -24,7 +24,7 @@ export interface BenchProcess {
 /** USER_HZ: 100 on Linux everywhere that matters. */
 const CLOCK_TICKS = 100;
 
-export interface ServerProcess extends BenchProcess {
+export interface ServerProcess extends StartedProcess {
   url: string;
   engineEndpoint: string;
   /** The server's /metrics counter of that name. */
@@ -43,7 +43,7 @@ export async function startProcess(
   ready: RegExp[],
   args: string[] = [],
   { ipc = false, quiet = false, nodeFlags = [] }: { ipc?: boolean; quiet?: boolean; nodeFlags?: string[] } = {},
-): Promise<BenchProcess> {
+): Promise<StartedProcess> {
   const child: ChildProcess = spawn(
     process.execPath,
     [...(process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...nodeFlags, ...nodeArgs(script), ...args],

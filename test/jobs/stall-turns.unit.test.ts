@@ -1,6 +1,6 @@
 /** The stall round's order: expired claims in turns by tenant, each tenant's oldest first, bounded. */
 import { describe, expect, test } from 'vitest';
-import { inTurns } from '../../src/streams/stall-turns.ts';
+import { inTurns } from '../../src/jobs/stall-turns.ts';
 
 /** 'a1' is tenant a's claim 1; a read lists them oldest first. */
 const read = (...claims: string[]) => claims.map((claim) => ({ tenant: claim.slice(0, 1), claim }));
