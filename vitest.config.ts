@@ -31,6 +31,8 @@ class LongestFirst extends BaseSequencer {
 
 /** The workspace packages from their sources (their `runplane-source` export), as Node runs them in development. */
 const source = 'runplane-source';
+/** In Node: Node's own conditions (not 'module': packages would load their ESM builds Node does not run). */
+const serverResolve = { conditions: [source, ...defaultServerConditions.filter((c) => c !== 'module')], externalConditions: [source] };
 
 export default defineConfig({
   resolve: {
@@ -39,7 +41,9 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
     conditions: [source, ...defaultClientConditions],
   },
-  ssr: { resolve: { conditions: [source, ...defaultServerConditions.filter((c) => c !== 'module')], externalConditions: [source] } },
+  ssr: { resolve: serverResolve },
+  // Where vitest itself loads the global setup.
+  environments: { __vitest__: { resolve: serverResolve } },
   test: {
     projects: [
       { extends: true, test: { name: 'unit', include: units } },

@@ -1,6 +1,6 @@
 /**
  * A worker process holding a run with `withRun` and appending to it, fenced, until it is
- * killed: `node --import tsx test/support/claim-worker.ts <url> <runId> <holder> <ttlSeconds>`.
+ * killed: `node --conditions=runplane-source --import tsx test/support/claim-worker.ts <url> <runId> <holder> <ttlSeconds>`.
  * It prints `claimed <token>` once it holds the run, and `appended <seq>` for each event.
  */
 import { createRunplane } from 'runplane/client';

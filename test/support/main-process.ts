@@ -15,7 +15,7 @@ export interface MainProcess {
  * `throughTsx` from its source through tsx, as `npm start` does.
  */
 export function startMain(env: Record<string, string>, { throughTsx = false } = {}): MainProcess {
-  const args = throughTsx ? ['--import', 'tsx', 'src/main.ts'] : nodeArgs('src/main.ts');
+  const args = throughTsx ? ['--conditions=runplane-source', '--import', 'tsx', 'src/main.ts'] : nodeArgs('src/main.ts');
   const child = spawn(process.execPath, args, { env: { ...process.env, PORT: '0', ...env } });
   let output = '';
   child.stdout?.on('data', (chunk) => {
