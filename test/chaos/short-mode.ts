@@ -9,12 +9,12 @@ import { runScenario, type Scenario, scenarios } from '../../chaos/scenarios.ts'
 import { noRedis } from '../support/redis.ts';
 
 /** Seconds of load per scenario here (CI); `npm run chaos` defaults to 20. */
-const SECONDS = 3;
+const SECONDS = 2;
 /**
  * More for a scenario that must make something happen under its load: the stalled readers need
  * enough large events for a stall to put a feed behind, with other tests on the machine.
  */
-const LONGER: Record<string, number> = { 'stalled-readers': 8 };
+const LONGER: Record<string, number> = { 'stalled-readers': 6 };
 
 /** The scenarios of the first group, by name; the other group takes every other scenario. */
 export const groups = {
