@@ -7,14 +7,14 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
+import { endurance } from '../packages/engine/bench/endurance.ts';
+import { enduranceRows } from '../packages/engine/bench/endurance-rows.ts';
+import { engineCost } from '../packages/engine/bench/engine-cost.ts';
 import { catchUp } from './catch-up.ts';
 import { claimsSection } from './claims.ts';
 import { clientCost } from './client.ts';
 import { consoleRows, consoleTimes } from './console.ts';
 import { contendedAppends } from './contention.ts';
-import { endurance } from './endurance.ts';
-import { enduranceRows } from './endurance-rows.ts';
-import { engineCost } from './engine-cost.ts';
 import { fanOutSection } from './fan-out-section.ts';
 import { hostileSection } from './hostile-section.ts';
 import { singleRequestLatency } from './latency.ts';

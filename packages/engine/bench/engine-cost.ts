@@ -6,8 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { documentClient } from '../harness/clients.ts';
-import { type StartedProcess, startProcess } from '../harness/processes.ts';
+import { documentClient } from '../../../harness/clients.ts';
+import { type StartedProcess, startProcess } from '../../../harness/processes.ts';
 
 export interface EngineCost {
   operation: string;
@@ -99,7 +99,7 @@ export async function engineCost(durationMs: number) {
   try {
     const engine = await startProcess('packages/engine/src/cli.ts', {}, [/on (http:\S+)/], ['--port', '0', '--in-memory']);
     processes.push(engine);
-    const plain = await startProcess('bench/plain-dynalite.ts', {}, [/on (http:\S+)/]);
+    const plain = await startProcess('packages/engine/bench/plain-dynalite.ts', {}, [/on (http:\S+)/]);
     processes.push(plain);
     const endpoint = (p: StartedProcess) => /on (http:\S+)/.exec(p.output())?.[1] as string;
     const ours = documentClient(endpoint(engine));

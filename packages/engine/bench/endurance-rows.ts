@@ -1,6 +1,7 @@
 /** The endurance result as rows of the benchmark table. */
+
+import { ms, ratio } from '../../../bench/stats.ts';
 import type { EnduranceResult } from './endurance.ts';
-import { ms, ratio } from './stats.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];
 
