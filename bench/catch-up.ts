@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient, graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
+import { percentile } from '../harness/stats.ts';
 import { until } from './fan-out.ts';
-import { percentile } from './stats.ts';
 import { subscribe } from './ws.ts';
 
 export interface CatchUpResult {

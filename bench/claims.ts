@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { freePort, graphqlClient } from '../harness/clients.ts';
 import { type StartedProcess, startProcess, startServerProcess } from '../harness/processes.ts';
 import { startRedisProcess } from '../harness/redis.ts';
-import { percentile } from './stats.ts';
+import { percentile } from '../harness/stats.ts';
 
 const id = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
 const stats = (xs: number[]) => ({ p50: percentile(xs, 50), p99: percentile(xs, 99), samples: xs.length });

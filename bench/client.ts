@@ -9,8 +9,8 @@ import { createRunplane, newIdempotencyKey } from '@runplane/client';
 import WebSocket from 'ws';
 import { graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
+import { percentile } from '../harness/stats.ts';
 import { until } from './fan-out.ts';
-import { percentile } from './stats.ts';
 import { subscribe } from './ws.ts';
 
 /** The fields the client asks of each event. */

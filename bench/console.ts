@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
-import { ms, percentile, ratio } from './stats.ts';
+import { ms, percentile, ratio } from '../harness/stats.ts';
 
 const CHROMIUM = process.env.RUNPLANE_CHROMIUM ?? '/usr/bin/chromium';
 const APPEND = 'mutation($input: AppendEventInput!) { appendEvent(input: $input) { __typename ... on Event { seq } } }';

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
-import { percentile } from './stats.ts';
+import { percentile } from '../harness/stats.ts';
 
 export interface ContentionResult {
   clients: number;

@@ -1,9 +1,9 @@
 /** The fan-out rows: many subscribers on one run, the same spread over 100 runs, and idle subscribers by the ten thousand. */
 
 import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
+import { ms, ratio } from '../harness/stats.ts';
 import { fanOut } from './fan-out.ts';
 import { idleSubscribers } from './idle-subscribers.ts';
-import { ms, ratio } from './stats.ts';
 import { storedWsFloor, wsFloor } from './ws-floor.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];

@@ -7,10 +7,10 @@
  */
 import { documentClient } from '../harness/clients.ts';
 import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
+import { ms, ratio } from '../harness/stats.ts';
 import { APPEND_OUTPUT, listClaims, outputBacklog, readOutputs, unreadFeeds } from './hostile/attacks.ts';
 import { type AttackFigures, type GraphQLAnswer, graphql, outcomeOf, p99, summary, underAttack } from './hostile/measure.ts';
 import { claimedRunRows, putRows, runRows, runWithEventsRows, runWithStreamsRows } from './hostile/rows.ts';
-import { ms, ratio } from './stats.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];
 

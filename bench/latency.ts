@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { documentClient, graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
-import { percentile } from './stats.ts';
+import { percentile } from '../harness/stats.ts';
 
 export interface LatencyPair {
   api: { p50: number; p99: number };

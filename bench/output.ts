@@ -9,8 +9,8 @@ import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import WebSocket from 'ws';
 import { documentClient, graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
+import { ms, percentile, ratio } from '../harness/stats.ts';
 import { until } from './fan-out.ts';
-import { ms, percentile, ratio } from './stats.ts';
 import { type Subscriber, subscribe } from './ws.ts';
 
 const id = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { graphqlClient } from '../harness/clients.ts';
 import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
-import { ms, percentile, ratio } from './stats.ts';
+import { ms, percentile, ratio } from '../harness/stats.ts';
 
 const WRITERS = 64;
 const PAYLOAD = 'x'.repeat(1000);

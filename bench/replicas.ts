@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { freePort } from '../harness/clients.ts';
 import { type StartedProcess, startProcess } from '../harness/processes.ts';
 import { startRedisProcess } from '../harness/redis.ts';
-import { percentile } from './stats.ts';
+import { percentile } from '../harness/stats.ts';
 
 export interface ReplicaFigures {
   p50: number;

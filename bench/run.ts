@@ -7,6 +7,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { type ServerProcess, startServerProcess } from '../harness/processes.ts';
+import { ms, percentile, ratio } from '../harness/stats.ts';
 import { endurance } from '../packages/engine/bench/endurance.ts';
 import { enduranceRows } from '../packages/engine/bench/endurance-rows.ts';
 import { engineCost } from '../packages/engine/bench/engine-cost.ts';
@@ -23,7 +24,6 @@ import { outputSection } from './output.ts';
 import { partitionsSection } from './partitions.ts';
 import { replicasSection } from './replicas.ts';
 import { slowReaders } from './slow-readers.ts';
-import { ms, percentile, ratio } from './stats.ts';
 import { subscriptionLatency } from './subscription-latency.ts';
 import { targetsOf, targetsTable } from './targets.ts';
 

@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
 import { graphqlClient } from '../harness/clients.ts';
 import type { ServerProcess } from '../harness/processes.ts';
+import { percentile } from '../harness/stats.ts';
 import { until } from './fan-out.ts';
-import { percentile } from './stats.ts';
 
 export interface SlowReadersResult {
   subscribers: number;

@@ -8,7 +8,7 @@ import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import type { ServerProcess } from '../harness/processes.ts';
-import { percentile } from './stats.ts';
+import { percentile } from '../harness/stats.ts';
 
 export interface LatencyResult {
   apiP50: number;

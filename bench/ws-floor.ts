@@ -16,10 +16,10 @@ import { startEngine } from '@runplane/engine';
 import { WebSocket, WebSocketServer } from 'ws';
 import { graphqlClient } from '../harness/clients.ts';
 import { type StartedProcess, startProcess } from '../harness/processes.ts';
+import { percentile } from '../harness/stats.ts';
 import { createClients } from '../src/table/client.ts';
 import { ensureTable } from '../src/table/ensure.ts';
 import { paced, until } from './fan-out.ts';
-import { percentile } from './stats.ts';
 
 /** What graphql-ws sends for runEvents { seq payload }, serialized per client as a server would. */
 const frame = (seq: number, sentAt: number) =>

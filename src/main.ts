@@ -1,6 +1,7 @@
 /** `npm start`: the server, with the embedded engine unless an endpoint is configured. */
-import { isMain } from './cli/is-main.ts';
+
 import { ConfigError, loadConfig } from './config.ts';
+import { isMain } from './lib/is-main.ts';
 import { consoleLogger } from './lib/logger.ts';
 import { startServer } from './server.ts';
 

@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createRunplane, operations, type Runplane } from '@runplane/client';
 import { loadConfig } from '../config.ts';
+import { isMain } from '../lib/is-main.ts';
 import { startServer } from '../server.ts';
-import { isMain } from './is-main.ts';
 
 type Json = Record<string, unknown>;
 

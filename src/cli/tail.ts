@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import { createRunplane, type Notice, type RetryPolicy, type RunEvent } from '@runplane/client';
 import WebSocket from 'ws';
-import { isMain } from './is-main.ts';
+import { isMain } from '../lib/is-main.ts';
 
 const usage =
   'usage: [RUNPLANE_API_KEY=<key>] npm run tail -- <runId> [--after-seq N | --from-start] [--types a,b] [--url URL] [--transport ws|sse]';

@@ -1,6 +1,6 @@
 /** The endurance result as rows of the benchmark table. */
 
-import { ms, ratio } from '../../../bench/stats.ts';
+import { ms, ratio } from '../../../harness/stats.ts';
 import type { EnduranceResult } from './endurance.ts';
 
 type Row = [benchmark: string, result: string, baseline: string, ratio: string];

@@ -25,8 +25,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { DescribeStreamCommand, DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
-import { percentile } from '../../../bench/stats.ts';
 import { type StartedProcess, startProcess } from '../../../harness/processes.ts';
+import { percentile } from '../../../harness/stats.ts';
 
 const TABLE = 'endurance';
 const WRITERS = 16;
