@@ -14,8 +14,11 @@ export interface RetryPolicy {
   deadlineMs: number;
 }
 
-/** Requests: about 5 attempts within 30 s. */
-export const defaultRetry: RetryPolicy = { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 5_000, deadlineMs: 30_000 };
+/**
+ * Requests: tried again until 30 s have passed since the first attempt (a server restarting, a
+ * deploy), however many attempts that takes; waits grow from 100 ms to at most 5 s.
+ */
+export const defaultRetry: RetryPolicy = { maxAttempts: Number.POSITIVE_INFINITY, baseDelayMs: 100, maxDelayMs: 5_000, deadlineMs: 30_000 };
 /** Streams: counted from the last time the stream was connected, so a long-lived stream survives many outages. */
 export const defaultReconnect: RetryPolicy = { maxAttempts: 20, baseDelayMs: 250, maxDelayMs: 5_000, deadlineMs: 120_000 };
 
