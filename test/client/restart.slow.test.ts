@@ -33,7 +33,9 @@ test(`appends with the default retry policy across ${DOWN_MS / 1000} s of a serv
     }
     expect(seqs).toEqual(Array.from({ length: APPENDS }, (_, i) => i + 1));
     const stored = await client.run(runId, { consistent: true, first: 100 });
-    expect(stored?.events.edges.map((edge) => (edge.node.payload as { i: number }).i)).toEqual(Array.from({ length: APPENDS }, (_, i) => i));
+    expect(stored?.events.edges.map((edge) => (edge.node.payload as { i: number }).i)).toEqual(
+      Array.from({ length: APPENDS }, (_, i) => i),
+    );
   } finally {
     await client.close();
     await restarted;
