@@ -7,6 +7,8 @@ import type { Limits } from './domain/limits.ts';
 import type { ConnectionLimits } from './http/connections.ts';
 
 export interface Config {
+  /** What start-up says before it serves: RUNPLANE_* variables the server does not read, by name. */
+  readonly warnings: readonly string[];
   readonly port: number;
   readonly host: string;
   readonly table: string;
@@ -94,6 +96,31 @@ function engineCredentials(accessKeyId: string | undefined, secretAccessKey: str
   return undefined;
 }
 
+/** Variables Runplane's client and CLIs read, which the server never does. */
+const CLIENT_VARIABLES: Record<string, string> = {
+  RUNPLANE_API_KEY: 'a client\'s key (the CLIs read it); the server reads its keys from RUNPLANE_API_KEYS or RUNPLANE_API_KEYS_FILE',
+  RUNPLANE_URL: 'where the CLIs find a server; the server listens on HOST and PORT',
+};
+
+/** Read outside the config: RUNPLANE_DEBUG by main.ts; the rest by this repository's tests and tools. */
+const READ_ELSEWHERE = new Set([
+  'RUNPLANE_DEBUG',
+  'RUNPLANE_PROCESS_BUNDLES',
+  'RUNPLANE_REQUIRE_BROWSER',
+  'RUNPLANE_REQUIRE_REDIS',
+  'RUNPLANE_CHROMIUM',
+  'RUNPLANE_SCREENSHOTS',
+]);
+
+/** One line for each RUNPLANE_* variable set that the server does not read, naming it, never its value. */
+function unreadVariables(given: Record<string, unknown>): string[] {
+  const read = new Set(Object.keys(variables.shape));
+  return Object.keys(given)
+    .filter((name) => name.startsWith('RUNPLANE_') && !read.has(name) && !READ_ELSEWHERE.has(name) && !name.startsWith('RUNPLANE_TEST_'))
+    .sort()
+    .map((name) => `${name} is set but the server does not read it: ${CLIENT_VARIABLES[name] ?? 'no such setting (README, Configuration, lists them)'}`);
+}
+
 export function loadConfig(source: Record<string, string | undefined>): Config {
   const given = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== undefined && value !== ''));
   const parsed = variables.safeParse(given);
@@ -128,6 +155,7 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
   const endpoint = e.AWS_ENDPOINT_URL_DYNAMODB;
   const local = !endpoint || isLoopback(endpoint);
   return {
+    warnings: unreadVariables(given),
     port: e.PORT,
     host: e.HOST,
     table: e.RUNPLANE_TABLE,

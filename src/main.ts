@@ -12,6 +12,7 @@ export async function main() {
   const config = loadConfig(process.env);
   // The SDK warns that its releases after January 2027 need Node 22; ours are pinned, so it does not apply yet.
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  for (const warning of config.warnings) console.error(`runplane: warning: ${warning}`);
   const server = await startServer(config, { log: consoleLogger });
   const where = server.engine
     ? `embedded engine ${server.engine.endpoint ? `on ${server.engine.endpoint}` : 'in this process, no port (RUNPLANE_ENGINE_PORT gives it one)'} (${config.engine.dataDir ? `data in ${config.engine.dataDir}` : 'in memory'})`

@@ -223,3 +223,19 @@ describe('switches: every boolean variable takes the same spellings', () => {
     expect(readme).toContain(`takes ${pairs.slice(0, -1).join(', ')} or ${pairs.at(-1)}, in any case`);
   });
 });
+
+describe('RUNPLANE_* variables the server does not read', () => {
+  test('each is named in a warning, its value never; a client-only one says where it belongs', () => {
+    const { warnings } = loadConfig({ RUNPLANE_API_KEY: 'secret-value-1', RUNPLANE_MAX_PAYLOD_BYTES: '10', RUNPLANE_TABLE: 'runs' });
+    expect(warnings).toHaveLength(2);
+    expect(warnings[0]).toMatch(/^RUNPLANE_API_KEY is set but the server does not read it: .*RUNPLANE_API_KEYS/);
+    expect(warnings[1]).toMatch(/^RUNPLANE_MAX_PAYLOD_BYTES is set but the server does not read it: no such setting/);
+    expect(warnings.join('\n')).not.toMatch(/secret-value-1|10/);
+  });
+
+  test('none for the ones it reads, nor for the test tools of this repository', () => {
+    expect(loadConfig({ RUNPLANE_TABLE: 'runs', RUNPLANE_DEBUG: '1', RUNPLANE_PROCESS_BUNDLES: '/x', RUNPLANE_TEST_DYNAMODB_ENDPOINT: 'x' }).warnings).toEqual(
+      [],
+    );
+  });
+});

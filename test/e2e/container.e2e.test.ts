@@ -83,7 +83,8 @@ describe('the Dockerfile and compose commands', () => {
   });
 
   test("SIGTERM to the CMD's process stops the server gracefully: subscribers told to come back, exit 0; the healthcheck asks /ready", async () => {
-    const server = run(cmd, { PORT: '0', HOST: '127.0.0.1', RUNPLANE_IN_MEMORY: 'true' });
+    const allowedHosts = /^\s+RUNPLANE_ALLOWED_HOSTS: (\S+)$/m.exec(compose)?.[1] as string;
+    const server = run(cmd, { PORT: '0', HOST: '127.0.0.1', RUNPLANE_IN_MEMORY: 'true', RUNPLANE_ALLOWED_HOSTS: allowedHosts });
     try {
       await waitFor(() => /Runplane is up: (\S+)/.test(server.output()), { timeoutMs: 60_000, what: 'the server' });
       const url = /Runplane is up: (\S+)/.exec(server.output())?.[1] as string;
@@ -91,6 +92,30 @@ describe('the Dockerfile and compose commands', () => {
         .slice(1)
         .map((arg) => arg.replace('http://127.0.0.1:4000', new URL(url).origin));
       expect(spawnSync(process.execPath, healthcheck.slice(1)).status).toBe(0);
+      // Another container calls the api by its service name (compose's RUNPLANE_ALLOWED_HOSTS);
+      // a name the file does not give is refused.
+      const calledAs = (host: string) =>
+        new Promise<number>((resolve, reject) => {
+          const body = JSON.stringify({ query: '{ viewer { tenant } }' });
+          request(
+            {
+              host: '127.0.0.1',
+              port: new URL(url).port,
+              path: '/graphql',
+              method: 'POST',
+              headers: { host: `${host}:4000`, 'content-type': 'application/json' },
+            },
+            (res) => {
+              res.resume();
+              resolve(res.statusCode ?? 0);
+            },
+          )
+            .on('error', reject)
+            .end(body);
+        });
+      expect(allowedHosts).toBe('api');
+      expect(await calledAs('api')).toBe(200);
+      expect(await calledAs('elsewhere.example')).toBe(403);
 
       const socket = await rawSocket(url);
       socket.subscribe('s', 'subscription { leaseChanged(unitId: "u") { owner } }');

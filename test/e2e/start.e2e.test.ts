@@ -47,10 +47,13 @@ test('npm start serves GraphiQL and /graphql on the embedded engine, keeps data 
     first.child.kill('SIGKILL');
   }
 
-  const second = start({ RUNPLANE_ENGINE_PORT: '0' });
+  // A client's variable set on the server by mistake: said at start, by name, its value never printed.
+  const second = start({ RUNPLANE_ENGINE_PORT: '0', RUNPLANE_API_KEY: 'meant-for-a-client-0123' });
   try {
     await waitFor(() => /Runplane is up: (http:\S+)/.test(second.output()), { timeoutMs: 30_000, what: 'the restarted server' });
     const url = /Runplane is up: (http:\S+)/.exec(second.output())?.[1] as string;
+    expect(second.output()).toMatch(/runplane: warning: RUNPLANE_API_KEY is set but the server does not read it/);
+    expect(second.output()).not.toContain('meant-for-a-client-0123');
     // Asked for, the engine's port is printed, with a word on who may use it.
     const engine = /embedded engine on (http:\/\/127\.0\.0\.1:\d+)/.exec(second.output())?.[1];
     expect(engine).toBeDefined();
