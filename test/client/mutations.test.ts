@@ -11,7 +11,7 @@ import { uniqueName } from '../support/aws.ts';
 import { testClient } from '../support/client.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
 import { freePort } from '../support/ports.ts';
-import { runPartition } from '../support/runs.ts';
+import { newRun, runPartition } from '../support/runs.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let api: TestServer;
@@ -78,6 +78,20 @@ test('bad input is a RunplaneError that is not retried; nothing is written', asy
   expect(error).toBeInstanceOf(RunplaneError);
   expect(error).toMatchObject({ code: 'BAD_USER_INPUT', retryable: false });
   expect(sent).toEqual(['AppendEvent']);
+});
+
+test('NaN or Infinity anywhere in the variables is refused before anything is sent, naming where', async () => {
+  const { client, sent } = testClient(api.url);
+  const runId = await newRun(api);
+  const nan = await client.appendEvent({ runId, type: 'x', payload: { scores: [1, Number.NaN] } }).catch((err) => err);
+  expect(nan).toBeInstanceOf(RunplaneError);
+  expect(nan).toMatchObject({ code: 'BAD_USER_INPUT', retryable: false, details: { field: 'input.payload.scores[1]' } });
+  expect(nan.message).toMatch(/^input\.payload\.scores\[1\] is not a finite number/);
+  const infinite = await client.chargeBudget({ runId, amount: Number.POSITIVE_INFINITY }).catch((err) => err);
+  expect(infinite).toMatchObject({ code: 'BAD_USER_INPUT', details: { field: 'input.amount' } });
+  expect(sent).toEqual([]);
+  const read = await client.run(runId, { consistent: true });
+  expect(read?.lastSeq).toBe(0);
 });
 
 test('a server that cannot be reached: a retryable RunplaneError once the attempts are used up', async () => {

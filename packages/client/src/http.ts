@@ -30,6 +30,14 @@ export async function send<D extends Document>(
   variables: VariablesOf<D>,
   { signal, retry, onNotice }: SendOptions,
 ): Promise<ResultOf<D>> {
+  const nonFinite = nonFiniteAt(variables, '');
+  if (nonFinite !== undefined) {
+    // JSON has no NaN or Infinity: JSON.stringify would send null in its place, and store that.
+    throw new RunplaneError('BAD_USER_INPUT', `${nonFinite} is not a finite number: JSON cannot carry NaN or Infinity (nothing was sent)`, {
+      retryable: false,
+      details: { field: nonFinite },
+    });
+  }
   const attempts = new Attempts(retry || { maxAttempts: 1, baseDelayMs: 0, maxDelayMs: 0, deadlineMs: 0 });
   for (;;) {
     try {
@@ -84,4 +92,22 @@ export function operationName(document: Document) {
     if (definition.kind === 'OperationDefinition') return definition.name?.value ?? definition.operation;
   }
   return 'operation';
+}
+
+/** The path of the first NaN or Infinity within `value` (`input.payload.scores[2]`), if any. */
+function nonFiniteAt(value: unknown, path: string, depth = 0): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : path || '(the variables)';
+  if (value === null || typeof value !== 'object' || depth > 100) return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nonFiniteAt(value[i], `${path}[${i}]`, depth + 1);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    const found = nonFiniteAt(item, path ? `${path}.${key}` : key, depth + 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
