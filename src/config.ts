@@ -98,7 +98,7 @@ function engineCredentials(accessKeyId: string | undefined, secretAccessKey: str
 
 /** Variables Runplane's client and CLIs read, which the server never does. */
 const CLIENT_VARIABLES: Record<string, string> = {
-  RUNPLANE_API_KEY: 'a client\'s key (the CLIs read it); the server reads its keys from RUNPLANE_API_KEYS or RUNPLANE_API_KEYS_FILE',
+  RUNPLANE_API_KEY: "a client's key (the CLIs read it); the server reads its keys from RUNPLANE_API_KEYS or RUNPLANE_API_KEYS_FILE",
   RUNPLANE_URL: 'where the CLIs find a server; the server listens on HOST and PORT',
 };
 
@@ -118,7 +118,10 @@ function unreadVariables(given: Record<string, unknown>): string[] {
   return Object.keys(given)
     .filter((name) => name.startsWith('RUNPLANE_') && !read.has(name) && !READ_ELSEWHERE.has(name) && !name.startsWith('RUNPLANE_TEST_'))
     .sort()
-    .map((name) => `${name} is set but the server does not read it: ${CLIENT_VARIABLES[name] ?? 'no such setting (README, Configuration, lists them)'}`);
+    .map(
+      (name) =>
+        `${name} is set but the server does not read it: ${CLIENT_VARIABLES[name] ?? 'no such setting (README, Configuration, lists them)'}`,
+    );
 }
 
 export function loadConfig(source: Record<string, string | undefined>): Config {

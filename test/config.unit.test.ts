@@ -234,8 +234,9 @@ describe('RUNPLANE_* variables the server does not read', () => {
   });
 
   test('none for the ones it reads, nor for the test tools of this repository', () => {
-    expect(loadConfig({ RUNPLANE_TABLE: 'runs', RUNPLANE_DEBUG: '1', RUNPLANE_PROCESS_BUNDLES: '/x', RUNPLANE_TEST_DYNAMODB_ENDPOINT: 'x' }).warnings).toEqual(
-      [],
-    );
+    expect(
+      loadConfig({ RUNPLANE_TABLE: 'runs', RUNPLANE_DEBUG: '1', RUNPLANE_PROCESS_BUNDLES: '/x', RUNPLANE_TEST_DYNAMODB_ENDPOINT: 'x' })
+        .warnings,
+    ).toEqual([]);
   });
 });

@@ -66,13 +66,14 @@ export function renewClaim(row: RunClaim | null, command: RenewClaimCommand, at:
  */
 export function releaseClaim(row: RunClaim | null, command: ReleaseClaimCommand, at: number): RunClaim {
   const claim = held(row, command, at, true);
-  return { ...claim, expiresAt: new Date(at), version: claim.version + 1, ended: true };
+  return { ...claim, expiresAt: new Date(at), version: claim.version + 1, ended: true, endedBy: 'RELEASED' };
 }
 
 /** Whether a write fenced with `token` may land: that token is the run's live claim. */
 export const fenceHolds = (row: RunClaim | null, token: number, at: number) => claimLiveAt(row, at)?.token === token;
 
 function held(row: RunClaim | null, { runId, holder, token }: ReleaseClaimCommand, at: number, mustBeLive: boolean) {
-  if (!row || row.holder !== holder || row.token !== token || (mustBeLive && !claimLiveAt(row, at))) throw new ClaimLost(runId, row, at);
+  if (!row || row.holder !== holder || row.token !== token || (mustBeLive && !claimLiveAt(row, at)))
+    throw new ClaimLost(runId, row, at, token);
   return row;
 }

@@ -123,23 +123,54 @@ export class RunHeld extends DomainError {
   }
 }
 
+/** Why a claim a write was fenced by is not the run's live one. */
+export const claimLostReasons = ['EXPIRED', 'RELEASED', 'TAKEN_OVER', 'CANCELLED', 'FINISHED'] as const;
+export type ClaimLostReason = (typeof claimLostReasons)[number];
+
+const REASON_TEXT: Record<ClaimLostReason, string> = {
+  EXPIRED: 'ran out before it was renewed',
+  RELEASED: 'was released',
+  TAKEN_OVER: 'was taken over by a newer claim',
+  CANCELLED: 'ended when the run was cancelled',
+  FINISHED: 'ended when the run finished',
+};
+
+/**
+ * Why the claim of `token` (the caller's) is lost, from the run's claim row now: a row of another
+ * token was taken after it; its own row says how it ended, or that it ran out.
+ */
+export function claimLostReason(current: RunClaim | null, token: number | undefined, at: number): ClaimLostReason {
+  // No claim at all (never claimed, or no such run): none is live, as when one ran out.
+  if (!current) return 'EXPIRED';
+  const live = !current.ended && current.expiresAt.getTime() > at;
+  if ((token !== undefined && current.token !== token) || live) return 'TAKEN_OVER';
+  if (current.endedBy === 'RELEASED' || current.endedBy === 'CANCELLED' || current.endedBy === 'FINISHED') return current.endedBy;
+  return 'EXPIRED';
+}
+
 /** The caller's claim (or the fencing token it wrote with) is not the run's live claim: nothing was written. */
 export class ClaimLost extends DomainError {
   readonly runId: string;
   /** Who holds the run now, and with which token (absent when nobody does). */
   readonly holder?: string;
   readonly token?: number;
+  readonly reason: ClaimLostReason;
 
-  constructor(runId: string, current: RunClaim | null, at: number) {
+  /** `token`: the one the caller wrote or renewed with. */
+  constructor(runId: string, current: RunClaim | null, at: number, token?: number) {
     const live = current && !current.ended && current.expiresAt.getTime() > at ? current : null;
+    const reason = claimLostReason(current, token, at);
     super(
-      live
-        ? `the claim on run ${runId} is now ${live.holder}'s, with token ${live.token}: nothing was written`
-        : `run ${runId} has no live claim with that token (it expired, was released, taken over, or the run finished, was cancelled or does not exist): nothing was written`,
+      !current
+        ? `run ${runId} has no claim (it was never claimed, or the run does not exist): nothing was written`
+        : live
+          ? `the claim on run ${runId} ${REASON_TEXT[reason]}: it is now ${live.holder}'s, with token ${live.token}; nothing was written`
+          : `the claim on run ${runId}${token === undefined ? '' : ` with token ${token}`} ${REASON_TEXT[reason]}: nothing was written`,
     );
     this.runId = runId;
     this.holder = live?.holder;
     this.token = live?.token;
+    this.reason = reason;
   }
 }
 

@@ -71,7 +71,12 @@ export interface RunClaim {
    * `expiresAt`, so a write fenced by its token and still on its way is refused when it arrives.
    */
   ended?: boolean;
+  /** Why it ended, where the row says (rows written before this was kept say only that it ended). */
+  endedBy?: ClaimEnd;
 }
+
+/** What ended a claim before it ran out. */
+export type ClaimEnd = 'RELEASED' | 'CANCELLED' | 'FINISHED' | 'STALLED';
 
 export interface Lease {
   unitId: string;

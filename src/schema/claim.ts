@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { claimLiveAt } from '../domain/claim.ts';
-import { ClaimLost, IdempotencyConflict, RunHeld, RunNotFound, StatusConflict } from '../domain/errors.ts';
+import { ClaimLost, claimLostReasons, IdempotencyConflict, RunHeld, RunNotFound, StatusConflict } from '../domain/errors.ts';
 import { MAX_LEASE_TTL_SECONDS } from '../domain/limits.ts';
 import { isTerminal, type RunClaim, type RunStatus } from '../domain/run.ts';
 import { builder } from './builder.ts';
@@ -47,16 +47,22 @@ builder.objectType(RunHeld, {
   }),
 });
 
+const ClaimLostReasonEnum = builder.enumType('ClaimLostReason', {
+  description:
+    'EXPIRED: it ran out before it was renewed (the run may be STALLED); RELEASED: its holder released it; TAKEN_OVER: a newer claim was taken since; CANCELLED: the run was cancelled; FINISHED: the run reached a final status.',
+  values: claimLostReasons,
+});
+
 builder.objectType(ClaimLost, {
   name: 'ClaimLost',
-  description:
-    "The claim (or fencing token) given is not the run's live claim: it expired, was released, another worker took the run over, or the run was cancelled. Nothing was written.",
+  description: "The claim (or fencing token) given is not the run's live claim; `reason` says why. Nothing was written.",
   interfaces: [ErrorInterface],
   isTypeOf: (value) => value instanceof ClaimLost,
   fields: (t) => ({
     runId: t.exposeID('runId'),
     holder: t.exposeString('holder', { nullable: true, description: 'Who holds the run now, if anyone.' }),
     token: t.exposeInt('token', { nullable: true, description: "The current holder's token, if anyone holds it." }),
+    reason: t.expose('reason', { type: ClaimLostReasonEnum, description: 'Why the claim given is not the live one.' }),
   }),
 });
 

@@ -70,7 +70,7 @@ export function createBudgetStore(deps: StoreDeps, idempotency: Idempotency) {
       // A superseded worker learns that first, also when the charge would pass the cap; a run
       // that does not exist (no budget row) is not found, fenced or not, as an append's is.
       const fenceFailed = err.failedAt(1);
-      if (fenceFailed && !err.missingAt(0)) throw new ClaimLost(charge.runId, toClaim(fenceFailed.item), at.getTime());
+      if (fenceFailed && !err.missingAt(0)) throw new ClaimLost(charge.runId, toClaim(fenceFailed.item), at.getTime(), charge.fencingToken);
       // The SDK resent this charge after a lost response: it was applied once, and that is it.
       if (err.item?.[attr.lastChargeId] === chargeId) return err.item;
       throw chargeRefusal(charge, err.item);

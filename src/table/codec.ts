@@ -5,7 +5,7 @@
 
 import { MAX_EVENT_SHARDS } from '../domain/limits.ts';
 import type { OutputChunk } from '../domain/output.ts';
-import { type Budget, type Lease, originOf, type Run, type RunClaim, type RunEvent, type RunStatus } from '../domain/run.ts';
+import { type Budget, type ClaimEnd, type Lease, originOf, type Run, type RunClaim, type RunEvent, type RunStatus } from '../domain/run.ts';
 import { attached } from '../lib/attached.ts';
 import { attr, type Item } from './attributes.ts';
 import { keys, outputOfSk, outputStreamOfSk, parseRunPartition, seqOfSk } from './keys.ts';
@@ -174,7 +174,9 @@ export function toClaim(item: Item | undefined): RunClaim | null {
     acquiredAt: date(item[attr.acquiredAt]),
     expiresAt: new Date(Number(item[attr.claimUntil] ?? 0)),
     version: Number(item[attr.version] ?? 0),
+    // `true` on rows written before the reason was kept.
     ...(item[attr.claimEnded] === true ? { ended: true } : {}),
+    ...(typeof item[attr.claimEnded] === 'string' ? { ended: true, endedBy: item[attr.claimEnded] as ClaimEnd } : {}),
   };
 }
 

@@ -115,7 +115,13 @@ describe.skipIf(noRedis)('run claims over replicas', () => {
       child.kill('SIGKILL');
       await exited;
     });
-    await waitFor(() => /appended 3/.test(output), { timeoutMs: 60_000, what: 'the worker to append' });
+    await waitFor(
+      () => {
+        if (/failed: |stopped: /.test(output)) throw new Error(`the worker gave up:\n${output}`);
+        return /appended 3/.test(output);
+      },
+      { timeoutMs: 60_000, what: 'the worker to append' },
+    );
     const token = Number(/claimed (\d+)/.exec(output)?.[1]);
     child.kill('SIGKILL');
     await exited;

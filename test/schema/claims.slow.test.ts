@@ -176,7 +176,7 @@ describe('refusals say what was wrong', () => {
       { input: { runId: uniqueName('nowhere'), holder: 'w', token: 5, ttlSeconds: 30 } },
       as,
     );
-    expect(renewed.data.renewRunClaim.message).toMatch(/or the run finished, was cancelled or does not exist/);
+    expect(renewed.data.renewRunClaim.message).toMatch(/has no claim \(it was never claimed, or the run does not exist\)/);
   });
 });
 

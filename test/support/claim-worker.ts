@@ -8,11 +8,18 @@ import WebSocket from 'ws';
 
 const [url, runId, holder, ttl] = process.argv.slice(2) as [string, string, string, string];
 const client = createRunplane({ url, webSocketImpl: WebSocket });
-void client.withRun({ runId, holder, ttlSeconds: Number(ttl), waitMs: 30_000 }, async (run, signal) => {
-  console.log(`claimed ${run.claim.token}`);
-  while (!signal.aborted) {
-    const answer = await run.append({ type: 'work', payload: { holder } });
-    if (answer.__typename === 'Event') console.log(`appended ${answer.seq}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-});
+client
+  .withRun({ runId, holder, ttlSeconds: Number(ttl), waitMs: 30_000 }, async (run, signal) => {
+    console.log(`claimed ${run.claim.token}`);
+    while (!signal.aborted) {
+      const answer = await run.append({ type: 'work', payload: { holder } });
+      console.log(answer.__typename === 'Event' ? `appended ${answer.seq}` : `refused ${answer.__typename}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    console.log(`stopped: ${String(signal.reason)}`);
+  })
+  .catch((err) => {
+    // Said where the test reads: a worker that gave up must not look like one still working.
+    console.log(`failed: ${err instanceof Error ? `${err.name} ${(err as { code?: string }).code ?? ''} ${err.message}` : String(err)}`);
+    process.exit(1);
+  });

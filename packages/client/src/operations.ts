@@ -14,7 +14,7 @@ const EventFields = graphql(`fragment EventFields on Event { id runId seq type p
 const LeaseFields = graphql(`fragment LeaseFields on Lease { id unitId owner token acquiredAt expiresAt version }`);
 const IdempotencyConflictFields = graphql(`fragment IdempotencyConflictFields on IdempotencyConflict { message key operation }`);
 /** ClaimLost's holder and token are null when nobody holds the run: aliased, so they sit beside RunClaim's non-null ones. */
-const ClaimLostFields = graphql(`fragment ClaimLostFields on ClaimLost { message runId currentHolder: holder currentToken: token }`);
+const ClaimLostFields = graphql(`fragment ClaimLostFields on ClaimLost { message runId currentHolder: holder currentToken: token reason }`);
 const ClaimFields = graphql(`fragment ClaimFields on RunClaim { id runId holder token acquiredAt expiresAt version }`);
 const RunNotFoundFields = graphql(`fragment RunNotFoundFields on RunNotFound { message runId }`);
 const BudgetExceededFields = graphql(`fragment BudgetExceededFields on BudgetExceeded { message runId cap spent remaining requested }`);

@@ -76,7 +76,7 @@ export async function putEvents(deps: StoreDeps, tenant: string, events: RunEven
     if (!(err instanceof ConditionFailed)) throw err;
     // A superseded worker learns that first, whatever else its write met.
     const fenceFailed = fencingToken !== undefined ? err.failedAt(writes.length - 1) : undefined;
-    if (fenceFailed) throw new ClaimLost(first.runId, toClaim(fenceFailed.item), sentAt);
+    if (fenceFailed) throw new ClaimLost(first.runId, toClaim(fenceFailed.item), sentAt, fencingToken);
     if (cost !== undefined && err.index === 1) throw chargeRefusal(charge, err.item);
     // Taken, unless the SDK resent our own put after a lost response: then the seq is ours.
     return events.length === 1 && err.item?.[attr.writeId] === writeIds[0];

@@ -171,7 +171,7 @@ export function createOutputStore(deps: StoreDeps) {
       } catch (err) {
         if (!(err instanceof ConditionFailed)) throw err;
         const fenceFailed = fencingToken !== undefined ? err.failedAt(writes.length - 1) : undefined;
-        if (fenceFailed) throw new ClaimLost(chunk.runId, toClaim(fenceFailed.item), at.getTime());
+        if (fenceFailed) throw new ClaimLost(chunk.runId, toClaim(fenceFailed.item), at.getTime(), fencingToken);
         return false;
       }
     },

@@ -58,6 +58,6 @@ export function fenceChecks(options: FenceCheckOptions) {
         if (claims.size > options.most) forgetClaim(claims.keys().next().value as string);
       }
     }
-    if (!fenceHolds(known.claim, token, now())) throw new ClaimLost(runId, known.claim, now());
+    if (!fenceHolds(known.claim, token, now())) throw new ClaimLost(runId, known.claim, now(), token);
   };
 }

@@ -48,7 +48,7 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
           type: input.type,
           payload: input.payload,
           also: (expires) => {
-            if (expires !== undefined) return [claimEnd(tableName, input.tenant, input.runId, at, { token, expires })];
+            if (expires !== undefined) return [claimEnd(tableName, input.tenant, input.runId, at, { token, expires, why: 'FINISHED' })];
             // Approved: the run can stall again, so its claim goes back in the stall index (the
             // watcher takes an expired claim out while its run awaits approval).
             // An ended claim (released, say) stays out: nobody holds the run to be found gone.
@@ -57,7 +57,7 @@ export function createApprovals({ tableName }: StoreDeps, { idempotency, steps }
           },
           refusal: (_, found) => {
             const now = toClaim(found);
-            if (token !== undefined && !(now?.token === token && claimLiveAt(now, at))) return new ClaimLost(input.runId, now, at);
+            if (token !== undefined && !(now?.token === token && claimLiveAt(now, at))) return new ClaimLost(input.runId, now, at, token);
             // Unfenced, or still the token's: the claim moved (renewed, say) since the read; decide again.
             return undefined;
           },

@@ -3,7 +3,7 @@
  * its condition guards. A live claim is listed in the stall index by when it runs out; a claim
  * that ends (released, taken over, its run stalled or finished) leaves the index.
  */
-import type { RunClaim, RunStatus } from '../../domain/run.ts';
+import type { ClaimEnd, RunClaim, RunStatus } from '../../domain/run.ts';
 import { attr, type Item } from '../../table/attributes.ts';
 import { keys } from '../../table/keys.ts';
 import type { Write } from '../write.ts';
@@ -28,7 +28,7 @@ export function claimItem(tenant: string, claim: RunClaim, indexed: boolean): It
     [attr.acquiredAt]: claim.acquiredAt.toISOString(),
     [attr.claimUntil]: claim.expiresAt.getTime(),
     [attr.version]: claim.version,
-    ...(claim.ended ? { [attr.claimEnded]: true } : {}),
+    ...(claim.ended ? { [attr.claimEnded]: claim.endedBy ?? true } : {}),
   };
 }
 
@@ -130,7 +130,7 @@ export function claimEnd(
   tenant: string,
   runId: string,
   at: number,
-  { token, expires, seen }: { token?: number; expires?: number; seen?: RunClaim | null } = {},
+  { token, expires, seen, why }: { token?: number; expires?: number; seen?: RunClaim | null; why: ClaimEnd },
 ): Write {
   const guard = token === undefined ? undefined : fenced(token, at);
   const still: { condition: string; names: Record<string, string>; values: Record<string, unknown> } | undefined =
@@ -156,7 +156,7 @@ export function claimEnd(
       },
       ExpressionAttributeValues: {
         ':endAt': at,
-        ':ended': true,
+        ':ended': why,
         ':one': 1,
         ...(guard?.values ?? {}),
         ...(still?.values ?? {}),
@@ -193,7 +193,7 @@ export function holderUpdate(
         ':until': untilMs,
         ':one': 1,
         ':now': at,
-        ...(renewing ? { ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : { ':ended': true }),
+        ...(renewing ? { ':listPk': listing.gsi1pk, ':listSk': listing.gsi1sk } : { ':ended': 'RELEASED' satisfies ClaimEnd }),
       },
     },
   };

@@ -140,7 +140,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
       const found = toClaim(err.item);
       if (renewing) renewClaim(found, { ...input, ttlSeconds: input.ttlSeconds ?? 0 }, at);
       else releaseClaim(found, input, at);
-      throw new ClaimLost(input.runId, found, at);
+      throw new ClaimLost(input.runId, found, at, input.token);
     }
   }
 
@@ -188,9 +188,15 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
                 holder: live ? { holder: live.holder, token: live.token } : null,
               },
               // Only while the claim is the one read: a claim taken meanwhile is decided on again (and recorded).
-              also: (expires) => [claimEnd(tableName, input.tenant, input.runId, at, { expires, seen: held })],
+              also: (expires) => [claimEnd(tableName, input.tenant, input.runId, at, { expires, seen: held, why: 'CANCELLED' })],
               extra: held
-                ? { ...held, expiresAt: new Date(Math.min(at, held.expiresAt.getTime())), version: held.version + 1, ended: true }
+                ? {
+                    ...held,
+                    expiresAt: new Date(Math.min(at, held.expiresAt.getTime())),
+                    version: held.version + 1,
+                    ended: true,
+                    endedBy: 'CANCELLED',
+                  }
                 : null,
             };
           },
@@ -248,7 +254,7 @@ export function createClaims(deps: StoreDeps, { idempotency, steps }: { idempote
           const same = claim && claim.token === expired.token && claim.version === expired.version;
           // An ended claim (released, finished) ran out by its holder's own doing: no worker went missing.
           if (!same || claim.ended || claimLiveAt(claim, at) || !stallable.has(run.status)) throw new NothingToDo();
-          const left = { ...claim, version: claim.version + 1, ended: true };
+          const left: RunClaim = { ...claim, version: claim.version + 1, ended: true, endedBy: 'STALLED' };
           return {
             to: 'STALLED',
             type: 'run.stalled',

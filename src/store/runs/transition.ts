@@ -104,7 +104,10 @@ export async function transitionRun(
   const writes = [metaUpdate(tableName, input, at, writeId, expires)];
   // A finished run has no holder: its claim ends with it (fenced: the holder's own claim, still live).
   if (expires !== undefined)
-    writes.push(budgetExpiry(tableName, input, expires), claimEnd(tableName, tenant, runId, at.getTime(), { token, expires }));
+    writes.push(
+      budgetExpiry(tableName, input, expires),
+      claimEnd(tableName, tenant, runId, at.getTime(), { token, expires, why: 'FINISHED' }),
+    );
   else if (token !== undefined) writes.push(fence(tableName, tenant, runId, token, at.getTime()));
   try {
     const after = await write(deps, writes, claim, { operation: 'transition' });
@@ -115,7 +118,7 @@ export async function transitionRun(
     // A superseded worker learns that first, also when the run has moved on meanwhile.
     const fenceFailed = token !== undefined ? err.failedAt(writes.length - 1) : undefined;
     // A run that does not exist (no run row) is not found, fenced or not, as an append's is.
-    if (fenceFailed && !err.missingAt(0)) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime());
+    if (fenceFailed && !err.missingAt(0)) throw new ClaimLost(runId, toClaim(fenceFailed.item), at.getTime(), token);
     const found = err.index === 0 ? reads.live(err.item) : await reads.meta(input.tenant, input.runId);
     if (!found) throw new RunNotFound(input.runId);
     // The SDK resent this transition after a lost response: it was applied.
