@@ -19,7 +19,7 @@ import { newRun as createRun } from '../support/runs.ts';
 import { subscribeWs, wsClient } from '../support/subscribe.ts';
 import { waitFor } from '../support/wait.ts';
 
-/** The watchers look every second here; a claim of the worker lasts two. */
+/** The watchers look every second here. */
 const STALL_CHECK_SECONDS = 1;
 // Long enough that a renewal every third of it gets through on a loaded machine (a worker that lost its claim stops).
 const WORKER_TTL_SECONDS = 4;
