@@ -6,19 +6,22 @@
  *   npm run tail -- <runId>                  live from now
  *   npm run tail -- <runId> --after-seq 40   from seq 41 on, then live
  *   npm run tail -- <runId> --from-start     the whole run, then live
- *   --types a,b   only these event types     --url URL   the server (default http://127.0.0.1:$PORT/graphql)
+ *   npm run tail -- <runId> --output llm     the text of the run's output stream `llm`
+ *   --types a,b   only these event types     --url URL   the server (default RUNPLANE_URL, else http://127.0.0.1:$PORT/graphql)
  *   --transport ws|sse   how events travel (default ws)
+ *   --wait S      how long to wait for a server to answer at all (default 10 s)
  *   With API keys on the server: RUNPLANE_API_KEY=<key> npm run tail -- <runId>
+ * Once the run is finished and its last event printed, it exits (0); with --types it follows until stopped.
  */
 import { parseArgs } from 'node:util';
-import { createRunplane, type Notice, type RetryPolicy, type RunEvent } from '@runplane/client';
+import { createRunplane, type Notice, type RetryPolicy, type RunEvent, type RunplaneError } from '@runplane/client';
 import WebSocket from 'ws';
 import { isMain } from '../lib/is-main.ts';
 
 const usage =
-  'usage: [RUNPLANE_API_KEY=<key>] npm run tail -- <runId> [--after-seq N | --from-start] [--types a,b] [--url URL] [--transport ws|sse]';
+  'usage: [RUNPLANE_URL=<url>] [RUNPLANE_API_KEY=<key>] runplane tail <runId> [--after-seq N | --from-start | --output STREAM] [--types a,b] [--url URL] [--transport ws|sse] [--wait SECONDS]';
 
-/** An operator's terminal waits for a server out of reach for up to an hour, then says it gave up. */
+/** Once it has reached the server, an operator's terminal waits out an outage for up to an hour, then says it gave up. */
 const PATIENCE: Partial<RetryPolicy> = { maxAttempts: 1_000, baseDelayMs: 250, maxDelayMs: 5_000, deadlineMs: 3_600_000 };
 
 function parse(argv: string[]) {
@@ -31,6 +34,8 @@ function parse(argv: string[]) {
       types: { type: 'string' },
       url: { type: 'string' },
       transport: { type: 'string' },
+      output: { type: 'string' },
+      wait: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -41,7 +46,9 @@ function parse(argv: string[]) {
   if (afterSeq !== undefined && !(Number.isSafeInteger(afterSeq) && afterSeq >= 0)) {
     throw new Error(`--after-seq must be a whole number, 0 or more (got "${values['after-seq']}")`);
   }
-  const url = values.url ?? `http://127.0.0.1:${process.env.PORT ?? 4000}/graphql`;
+  const url = values.url ?? process.env.RUNPLANE_URL ?? `http://127.0.0.1:${process.env.PORT ?? 4000}/graphql`;
+  const waitSeconds = values.wait === undefined ? 10 : Number(values.wait);
+  if (!(waitSeconds >= 0 && waitSeconds <= 3600)) throw new Error(`--wait must be a number of seconds, 0 to 3600 (got "${values.wait}")`);
   if (!URL.canParse(url)) throw new Error(`--url must be a URL such as http://127.0.0.1:4000/graphql (got "${url}")`);
   const transport = values.transport ?? 'ws';
   if (transport !== 'ws' && transport !== 'sse') throw new Error(`--transport must be ws or sse (got "${transport}")`);
@@ -49,7 +56,7 @@ function parse(argv: string[]) {
     ?.split(',')
     .map((t) => t.trim())
     .filter(Boolean);
-  return { runId, afterSeq, url, types, transport: transport as 'ws' | 'sse' };
+  return { runId, afterSeq, url, types, transport: transport as 'ws' | 'sse', output: values.output, waitMs: waitSeconds * 1000 };
 }
 
 export function formatEvent(event: Pick<RunEvent, 'seq' | 'createdAt' | 'type' | 'payload' | 'late'>) {
@@ -71,7 +78,11 @@ function describeNotice(notice: Notice): string | undefined {
   return undefined;
 }
 
-async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print: (line: string) => void, note: (line: string) => void) {
+async function follow(
+  options: Exclude<ReturnType<typeof parse>, 'help'>,
+  print: (line: string, newline?: boolean) => void,
+  note: (line: string) => void,
+) {
   const client = createRunplane({
     url: options.url,
     apiKey: process.env.RUNPLANE_API_KEY,
@@ -85,13 +96,52 @@ async function follow(options: Exclude<ReturnType<typeof parse>, 'help'>, print:
     },
   });
   try {
-    for await (const event of client.runEvents(options.runId, { afterSeq: options.afterSeq, types: options.types })) {
-      print(formatEvent(event));
+    // A first answer within --wait, or a plain word that nobody answers there.
+    await client.viewer({ retry: { deadlineMs: options.waitMs } }).catch((err: RunplaneError) => {
+      if (err.code !== 'NETWORK_ERROR' && err.code !== 'TIMEOUT') throw err;
+      throw new Error(
+        `no Runplane server answered at ${options.url} within ${seconds(options.waitMs)} (${err.message}): start one (npm start), or point --url or RUNPLANE_URL at it`,
+      );
+    });
+    if (options.output !== undefined) {
+      for await (const text of client.runOutput(options.runId, options.output)) print(text, false);
+      note(`tail: output stream ${options.output} of run ${options.runId} is final`);
+      return;
+    }
+    const stop = new AbortController();
+    // Ends once the run is finished and its last event printed (read when it finished: nothing comes after).
+    let endSeq: number | undefined;
+    // Live from now is after the run's last seq as it stands (so a finished run ends at once).
+    const afterSeq = options.afterSeq ?? (await client.run(options.runId, { consistent: true, first: 1 }))?.lastSeq;
+    let printed = afterSeq ?? 0;
+    // With --types the last event may not be one it prints: it follows until stopped.
+    const finished = (async () => {
+      if (options.types) return;
+      for await (const run of client.runChanged(options.runId, { signal: stop.signal })) {
+        if (!FINAL.has(run.status)) continue;
+        const read = await client.run(options.runId, { consistent: true, first: 1 });
+        endSeq = read?.lastSeq ?? 0;
+        note(`tail: run ${options.runId} is ${run.status}; its last event is #${endSeq}`);
+        if (printed >= endSeq) stop.abort();
+        return;
+      }
+    })().catch(() => undefined);
+    try {
+      for await (const event of client.runEvents(options.runId, { afterSeq, types: options.types, signal: stop.signal })) {
+        print(formatEvent(event));
+        printed = event.seq;
+        if (endSeq !== undefined && printed >= endSeq) stop.abort();
+      }
+    } finally {
+      stop.abort();
+      await finished;
     }
   } finally {
     await client.close();
   }
 }
+
+const FINAL = new Set<string>(['COMPLETED', 'FAILED', 'CANCELLED']);
 
 /** `runplane tail <runId> [flags]`. */
 export async function main(args = process.argv.slice(2)) {
@@ -114,7 +164,7 @@ export async function main(args = process.argv.slice(2)) {
   try {
     await follow(
       options,
-      (line) => console.log(line),
+      (line, newline = true) => (newline ? console.log(line) : process.stdout.write(line)),
       (line) => console.error(line),
     );
   } catch (err) {

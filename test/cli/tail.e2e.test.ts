@@ -6,15 +6,17 @@ import { expect, test } from 'vitest';
 import { nodeArgs } from '../../scripts/process-bundles.ts';
 import { uniqueName } from '../support/aws.ts';
 import { ownEngine } from '../support/engine.ts';
+import { freePort } from '../support/ports.ts';
 import { putEventRow } from '../support/runs.ts';
 import { startTestServer } from '../support/server.ts';
 import { waitFor } from '../support/wait.ts';
 
 function tail(args: string[]) {
   const child: ChildProcess = spawn(process.execPath, [...nodeArgs('src/cli/tail.ts'), ...args]);
-  const out = { lines: [] as string[], err: '' };
+  const out = { lines: [] as string[], err: '', raw: '' };
   let buffer = '';
   child.stdout?.on('data', (chunk) => {
+    out.raw += chunk;
     buffer += chunk;
     const lines = buffer.split('\n');
     buffer = lines.pop() ?? '';
@@ -129,4 +131,49 @@ test('npm run tail waits for a server that is not up yet, saying so plainly', as
     child.kill('SIGINT');
     await exited;
   }
+});
+
+test('on a finished run, npm run tail prints it to its end and exits 0; live from now, it exits at once', async () => {
+  const api = await startTestServer();
+  const runId = uniqueName('done');
+  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+    input: { id: runId, task: 't', budgetCap: 1 },
+  });
+  for (const type of ['one', 'two']) await api.gql(APPEND, { input: { runId, type } });
+  await api.gql('mutation($input: TransitionRunInput!) { transitionRun(input: $input) { __typename } }', {
+    input: { runId, from: 'RUNNING', to: 'COMPLETED' },
+  });
+  const whole = tail([runId, '--from-start', '--url', api.url]);
+  expect(await whole.exited).toBe(0);
+  expect(whole.out.lines.map((line) => line.split('  ')[2])).toEqual(['one', 'two']);
+  expect(whole.out.err).toMatch(/run \S+ is COMPLETED; its last event is #2/);
+  const live = tail([runId, '--url', api.url]);
+  expect(await live.exited).toBe(0);
+  expect(live.out.lines).toEqual([]);
+});
+
+test('with no server answering, npm run tail gives up after --wait, saying where it looked and what to do', async () => {
+  const url = `http://127.0.0.1:${await freePort()}/graphql`;
+  const { out, exited } = tail([uniqueName('nowhere'), '--url', url, '--wait', '1']);
+  expect(await exited).toBe(1);
+  expect(out.err).toMatch(
+    new RegExp(
+      `no Runplane server answered at ${url.replaceAll('.', '\\.')} within 1 s .*start one \\(npm start\\), or point --url or RUNPLANE_URL at it`,
+    ),
+  );
+});
+
+test('npm run tail --output follows a run output stream as text, and ends when the stream is final', async () => {
+  const api = await startTestServer();
+  const runId = uniqueName('out');
+  await api.gql(`mutation($input: CreateRunInput!) { createRun(input: $input) { __typename } }`, {
+    input: { id: runId, task: 't', budgetCap: 1 },
+  });
+  const OUTPUT = 'mutation($input: AppendOutputInput!) { appendOutput(input: $input) { __typename } }';
+  await api.gql(OUTPUT, { input: { runId, stream: 'llm', offset: 0, text: 'Hello, ' } });
+  const { out, exited } = tail([runId, '--output', 'llm', '--url', api.url]);
+  await waitFor(() => out.raw.includes('Hello, '), { what: 'the stored text' });
+  await api.gql(OUTPUT, { input: { runId, stream: 'llm', offset: 7, text: 'world', final: true } });
+  expect(await exited).toBe(0);
+  expect(out.raw).toBe('Hello, world');
 });
