@@ -8,7 +8,8 @@
  *
  * A chunk is written at the offset where the stored text ends, conditioned on no chunk
  * starting there: another server that stored text there first (the same writer, reconnected)
- * is found and compared, never overwritten.
+ * is found and compared, never overwritten. Chunks are stored in turns between tenants
+ * (output-puts.ts).
  */
 
 import { fenceHolds } from '../domain/claim.ts';
@@ -18,6 +19,7 @@ import type { RunClaim } from '../domain/run.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { OutputStore } from '../store/outputs.ts';
 import type { Change } from './changes.ts';
+import { type OutputPuts, outputPuts } from './output-puts.ts';
 
 export interface OutputWriterOptions {
   store: OutputStore;
@@ -40,6 +42,8 @@ export interface OutputWriterOptions {
   tenantShare?: number;
   /** Output streams one run may have (RUNPLANE_MAX_OUTPUT_STREAMS); a new stream past it is refused. */
   maxStreamsPerRun: number;
+  /** Chunks being stored, in turns between tenants (default: its own, 2 per tenant, 16 in all). */
+  puts?: OutputPuts;
 }
 
 export interface AppendOutput {
@@ -126,6 +130,7 @@ export function createOutputWriter(options: OutputWriterOptions) {
   const tenantWaitingShare = Math.max(1, Math.floor(maxTotalWaiting * share));
   const tenantStreamShare = Math.max(1, Math.floor(maxStreams * share));
   const now = options.now ?? Date.now;
+  const puts = options.puts ?? outputPuts();
   const streams = new Map<string, StreamState>();
   const loading = new Map<string, Promise<StreamState>>();
   /** Claims read for fenced writes, each dropped as soon as its run changes (a cancel, a takeover). */
@@ -335,7 +340,7 @@ export function createOutputWriter(options: OutputWriterOptions) {
         const chunk: OutputChunk = { runId: state.runId, stream: state.stream, offset: state.durable, text, final: last };
         let stored: boolean;
         try {
-          stored = await store.put(state.tenant, chunk, state.token);
+          stored = await puts.put(state.tenant, () => store.put(state.tenant, chunk, state.token));
         } catch (err) {
           return failed(state, err);
         }
@@ -482,8 +487,9 @@ export function createOutputWriter(options: OutputWriterOptions) {
       return found;
     },
 
-    /** Stores everything waiting (a graceful stop). */
+    /** Stores everything waiting (a graceful stop: every stream at once, not in turns). */
     async flushAll() {
+      puts.unbound();
       await Promise.all([...streams.values()].filter((s) => s.waiting).map((s) => flush(s)));
     },
 
