@@ -57,6 +57,8 @@ export interface Config {
   readonly production: boolean;
   readonly auth: { readonly inline?: string; readonly file?: string };
   readonly maxBodyBytes: number;
+  /** Request bodies being read at once, in bytes, in all and for one tenant (http/body-shares.ts). */
+  readonly bodiesInFlight: { readonly total: number; readonly perTenant: number };
   /** Browsers: origins served besides the server's own, and (open, without keys) the names it answers to besides loopback ones. */
   readonly browsers: { readonly corsOrigins: readonly string[]; readonly allowedHosts: readonly string[] };
   /** Parsed documents kept for reuse, in (estimated) heap bytes; a tenant holds at most a quarter. */
@@ -135,6 +137,10 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     throw new ConfigError(`bad configuration:\n${lines.join('\n')}`);
   }
   const e = parsed.data;
+  // Room for the largest payload, JSON-escaped, and the query around it.
+  const maxBodyBytes = e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES);
+  // Room for the largest body beside others: one that needed the pool empty would wait behind a steady flow of small ones.
+  const bodiesTotal = Math.max(e.RUNPLANE_BODY_BYTES_IN_FLIGHT ?? 8 * maxBodyBytes, maxBodyBytes);
   const production = e.NODE_ENV === 'production';
   const openByDefault = !e.RUNPLANE_API_KEYS && !e.RUNPLANE_API_KEYS_FILE;
   if (production && openByDefault && !e.RUNPLANE_ALLOW_OPEN) {
@@ -224,8 +230,8 @@ export function loadConfig(source: Record<string, string | undefined>): Config {
     introspection: e.RUNPLANE_INTROSPECTION ?? !production,
     production,
     auth: { inline: e.RUNPLANE_API_KEYS, file: e.RUNPLANE_API_KEYS_FILE },
-    // Room for the largest payload, JSON-escaped, and the query around it.
-    maxBodyBytes: e.RUNPLANE_MAX_BODY_BYTES ?? Math.max(1024 * 1024, 4 * e.RUNPLANE_MAX_PAYLOAD_BYTES),
+    maxBodyBytes,
+    bodiesInFlight: { total: bodiesTotal, perTenant: Math.min(e.RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT ?? maxBodyBytes, bodiesTotal) },
     documentCacheBytes: e.RUNPLANE_DOCUMENT_CACHE_BYTES,
     browsers: { corsOrigins: e.RUNPLANE_CORS_ORIGINS, allowedHosts: e.RUNPLANE_ALLOWED_HOSTS },
     groupCommit: e.RUNPLANE_GROUP_COMMIT ?? true,

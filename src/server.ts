@@ -7,6 +7,7 @@ import type { Change } from './domain/change.ts';
 import type { Principal } from './domain/principal.ts';
 import { createApiKeys } from './http/api-keys.ts';
 import { type App, buildApp } from './http/app.ts';
+import { bodyShares } from './http/body-shares.ts';
 import { DocumentCache } from './http/document-cache.ts';
 import { costShares } from './http/guards.ts';
 import { metricsOf } from './http/metrics.ts';
@@ -162,6 +163,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     const sendBuffers = { held: 0 };
     // What executes at once, by cost: one tenant's costly queries run a few at a time, not all at once.
     const executing = costShares(config.limits.costInFlight, config.limits.tenantCostInFlight);
+    // Request bodies being read at once: one tenant's many large bodies are read a few at a time.
+    const bodies = bodyShares(config.bodiesInFlight.total, config.bodiesInFlight.perTenant);
     const documents = new DocumentCache(config.documentCacheBytes);
     const tableReady = readinessProbe(clients, config.table);
     const replicas = live.replicas;
@@ -202,9 +205,11 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
         throttles,
         reads: readShares,
         executing,
+        bodies,
         output: writer,
       }),
       costShares: executing,
+      bodyShares: bodies,
       availabilityOf,
       sendBuffers,
       plugins: options.plugins,

@@ -95,6 +95,23 @@ describe('configuration from the environment', () => {
     ).toEqual({ writeUnits: 20, readUnits: 60 });
   });
 
+  test('request bodies being read: 8 x and 1 x the largest body by default; the total never below one body, a share never above the total', () => {
+    const MiB = 1024 * 1024;
+    expect(loadConfig({}).bodiesInFlight).toEqual({ total: 8 * MiB, perTenant: MiB });
+    expect(loadConfig({ RUNPLANE_MAX_BODY_BYTES: String(2 * MiB) }).bodiesInFlight).toEqual({ total: 16 * MiB, perTenant: 2 * MiB });
+    expect(loadConfig({ RUNPLANE_BODY_BYTES_IN_FLIGHT: '4096', RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT: '2048' }).bodiesInFlight).toEqual({
+      total: MiB,
+      perTenant: 2048,
+    });
+    expect(
+      loadConfig({ RUNPLANE_BODY_BYTES_IN_FLIGHT: String(2 * MiB), RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT: String(4 * MiB) }).bodiesInFlight,
+    ).toEqual({
+      total: 2 * MiB,
+      perTenant: 2 * MiB,
+    });
+    expect(() => loadConfig({ RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT: '10' })).toThrow(/RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT="10"/);
+  });
+
   test("Redis fan-out's bounds: an entry's bytes, the stream's length, each tenant's bytes a second; bad ones named", () => {
     const redis = { RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6379', RUNPLANE_REDIS_SECRET: 'a-secret-of-at-least-thirty-two-characters' };
     expect(loadConfig(redis).replicas).toMatchObject({ entryBytes: 8192, streamLength: 5000, tenantBytesPerSecond: 1024 * 1024 });

@@ -112,6 +112,8 @@ export const variables = z.object({
   RUNPLANE_API_KEYS_FILE: z.string().min(1, 'must not be empty').optional(),
   RUNPLANE_ALLOW_OPEN: flag.default(false),
   RUNPLANE_MAX_BODY_BYTES: whole(1024, 64 * 1024 * 1024).optional(),
+  RUNPLANE_BODY_BYTES_IN_FLIGHT: whole(1024, 4 * 1024 * 1024 * 1024).optional(),
+  RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT: whole(1024, 4 * 1024 * 1024 * 1024).optional(),
   RUNPLANE_CORS_ORIGINS: list(
     z.string().refine(isOrigin, 'must be origins such as https://app.example.com (scheme, host and port; no path), comma-separated'),
   ).default([]),

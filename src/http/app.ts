@@ -15,6 +15,7 @@ import type { Connection, Context } from '../schema/context.ts';
 import { tableReadsOf } from '../schema/table-reads.ts';
 import { type Admission, createAdmission, type UsageElsewhere } from './admission.ts';
 import type { ApiKeys } from './api-keys.ts';
+import { bodyShares } from './body-shares.ts';
 import { browserPolicy } from './browsers.ts';
 import { type ConnectionLimits, guardConnections } from './connections.ts';
 import { consoleFiles } from './console.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   suggestions: boolean;
   /** Largest request body (and WebSocket message) accepted. */
   maxBodyBytes: number;
+  /** Request bodies being read at once, shared fairly between tenants (default: 8 x / 1 x maxBodyBytes). */
+  bodyShares?: FairShares;
   /** The cost of the queries and mutations executing at once, shared fairly between tenants (default: made from `limits`). */
   costShares?: FairShares;
   /** Origins served besides this server's own; names it answers to (open) besides loopback ones; the address it listens on. */
@@ -108,11 +111,12 @@ export function buildApp(deps: AppDeps): App {
   let stopping = false;
 
   const executing = deps.costShares ?? costShares(limits.costInFlight, limits.tenantCostInFlight);
+  const bodies = deps.bodyShares ?? bodyShares(8 * deps.maxBodyBytes, deps.maxBodyBytes);
   const yoga = createYogaServer({ ...deps, cost, costShares: executing, mask, admission, sessions, documents, stopping: () => stopping });
   const page = deps.graphiql ? graphiqlPage({ endpoint: yoga.graphqlEndpoint }) : undefined;
   const server = createServer(
     { connectionsCheckingInterval: 1_000 },
-    requestHandler({ ...deps, yoga, newConnection, page, browsers, console: deps.console ? consoleFiles() : undefined }),
+    requestHandler({ ...deps, yoga, bodies, newConnection, page, browsers, console: deps.console ? consoleFiles() : undefined }),
   );
   const guarded = guardConnections(server, connections);
   const webSockets = attachWebSockets(server, { ...deps, yoga, admission, sessions, cost, mask, newConnection, browsers });

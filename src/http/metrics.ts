@@ -56,6 +56,8 @@ export interface MetricSources {
   reads: { inFlightOf(): number; readonly refused: number };
   /** The cost of the queries and mutations executing now, and those refused for a tenant's full queue. */
   executing: { takenBy(): number; readonly refused: number };
+  /** Request bodies being read now (bytes), and requests refused for a tenant's full queue. */
+  bodies: { takenBy(): number; readonly refused: number };
   /** Live output waiting to be stored. */
   output: { stats(): { streams: number; waitingBytes: number } };
   /** Throughput throttles of this process's writes, by operation: each one, and those that reached the caller. */
@@ -72,7 +74,18 @@ const byOperation = (counts: Readonly<Record<string, number>>): Metric['samples'
   return entries.length > 0 ? entries.map(([operation, n]) => [{ operation }, n]) : [[undefined, 0]];
 };
 
-export function metricsOf({ appends: appended, live, sendBuffers, documents, stalls, throttles, reads, executing, output }: MetricSources) {
+export function metricsOf({
+  appends: appended,
+  live,
+  sendBuffers,
+  documents,
+  stalls,
+  throttles,
+  reads,
+  executing,
+  bodies,
+  output,
+}: MetricSources) {
   return () => {
     const { appends, conflicts, batches } = appended;
     const failures = Object.entries(live.poller.failures);
@@ -131,6 +144,16 @@ export function metricsOf({ appends: appended, live, sendBuffers, documents, sta
         'runplane_operations_refused_total',
         'Queries and mutations refused because their tenant had too many waiting to execute (RATE_LIMITED).',
         executing.refused,
+      ),
+      gauge(
+        'runplane_body_bytes_in_flight',
+        "Request bodies being read now, in bytes (at most RUNPLANE_BODY_BYTES_IN_FLIGHT, a tenant's at most RUNPLANE_TENANT_BODY_BYTES_IN_FLIGHT).",
+        bodies.takenBy(),
+      ),
+      counter(
+        'runplane_bodies_refused_total',
+        'Requests refused unread because their tenant had too many waiting for their bodies to be read (RATE_LIMITED, retryable).',
+        bodies.refused,
       ),
       gauge(
         'runplane_output_waiting_bytes',

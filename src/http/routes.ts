@@ -1,14 +1,16 @@
 /**
  * What node:http does with a request before yoga: probes and /metrics (no key, no yoga: a
  * probe costs nothing), the GraphiQL page, refusals that need no parsing (single connection
- * SSE, a body too large or of unknown length), and the key, checked before the body is read.
- * Only then does yoga get the request.
+ * SSE, a body too large or of unknown length), and the key, checked before the body is read;
+ * then room for the body among its tenant's (http/body-shares.ts). Only then does yoga get the request.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FairShares } from '../lib/fair-shares.ts';
 import type { Logger } from '../lib/logger.ts';
 import { codes } from '../schema/error-codes.ts';
 import type { ApiKeys } from './api-keys.ts';
 import { bearer } from './api-keys.ts';
+import { admitBody, BodiesWaiting } from './body-shares.ts';
 import type { BrowserPolicy } from './browsers.ts';
 import type { ConsoleFiles } from './console.ts';
 import type { graphiqlPage } from './graphiql.ts';
@@ -20,6 +22,8 @@ export interface RouteDeps {
   apiKeys: ApiKeys;
   newConnection: NewConnection;
   maxBodyBytes: number;
+  /** Request bodies being read at once, shared fairly between tenants. */
+  bodies: FairShares;
   browsers: BrowserPolicy;
   page?: ReturnType<typeof graphiqlPage>;
   /** The run console at `/`. */
@@ -33,9 +37,9 @@ export interface RouteDeps {
 const wantsPage = (req: IncomingMessage) => req.method === 'GET' && /text\/html/.test(req.headers.accept ?? '');
 
 /** Answers at once and reads nothing more from the client: an unread body goes with the connection. */
-function refuse(req: IncomingMessage, res: ServerResponse, status: number, code: string, message: string) {
+function refuse(req: IncomingMessage, res: ServerResponse, status: number, code: string, message: string, extra: object = {}) {
   res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
-  res.end(JSON.stringify({ errors: [{ message, extensions: { code } }] }));
+  res.end(JSON.stringify({ errors: [{ message, extensions: { code, ...extra } }] }));
   res.on('finish', () => req.socket.destroySoon());
 }
 
@@ -159,6 +163,12 @@ function handleRequest(deps: RouteDeps) {
     const lastEventId = req.headers['last-event-id'];
     if (typeof lastEventId === 'string') connection.lastEventId = lastEventId;
     served.set(req, { principal, connection });
-    void yoga(req, res, { req });
+    try {
+      admitBody(deps.bodies, principal.tenant, req, res, () => void yoga(req, res, { req }));
+    } catch (err) {
+      if (!(err instanceof BodiesWaiting)) throw err;
+      // Nothing of it was read or done: safe to send again. The connection goes with the answer.
+      return refuse(req, res, 429, codes.rateLimited, err.message, { retryable: true, retryAfterMs: 250 });
+    }
   };
 }

@@ -3,8 +3,8 @@
  * With the engine's partition limits on (a partition takes RUNPLANE_ENGINE_PARTITION_WCU write
  * units a second, as DynamoDB's does), tenant A's many writers of large texts to one run fill
  * what the server holds for A, and are refused (UNAVAILABLE, retryable, naming the tenant's
- * share); tenant B's small appendOutputs meanwhile all succeed. (B's p99 against the 500 ms
- * target: `npm run bench -- hostile`.)
+ * share); tenant B's small appendOutputs meanwhile all succeed, within the loose bound while A's
+ * first texts arrive too. (B's p99 against the 500 ms target: `npm run bench -- hostile`.)
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { APPEND_OUTPUT, outputBacklog } from '../../bench/hostile/attacks.ts';
@@ -69,8 +69,8 @@ test(`${WRITERS} writers of ${TEXT_BYTES / 1024} KB texts to one run fill their 
   });
   const { refusals, full } = figures.outcome;
   const underIt = calm.slice(calmBefore, calmBefore + figures.during.length);
-  // Timed once the backlog is full: while the writers' first 24 MB of texts arrive, the server
-  // parses them before anything else (the bench's figure, not this test's).
+  // Apart, once the backlog is full; the bound holds for the whole attack, the writers' first 24 MB
+  // of texts arriving included (their bodies read a tenant's share at a time).
   const whileFull = p99(figures.during.slice(full));
   const report = JSON.stringify({
     ...summary(figures),
@@ -82,7 +82,7 @@ test(`${WRITERS} writers of ${TEXT_BYTES / 1024} KB texts to one run fill their 
   console.log('hostile output backlog:', report);
   expect(server.alive(), server.main.output().slice(-1500)).toBe(true);
   expect(JSON.parse(report).calmAnswered, report).toBe(underIt.length);
-  expect(whileFull, report).toBeLessThan(slowestAllowed(figures.baselineP99));
+  expect(figures.p99, report).toBeLessThan(slowestAllowed(figures.baselineP99));
   // The hog is told to come back, and why.
   for (const refusal of refusals) expect(refusal.extensions, refusal.message).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
   expect(

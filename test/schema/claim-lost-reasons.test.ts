@@ -27,7 +27,7 @@ const append = async (runId: string, fencingToken: number) =>
     )
   ).data?.appendEvent;
 const lastSeq = async (runId: string) =>
-  ((await api.gql('query($id: ID!) { run(id: $id, consistent: true) { lastSeq } }', { id: runId })).data?.run as { lastSeq: number })
+  (await api.gql<{ run: { lastSeq: number } }>('query($id: ID!) { run(id: $id, consistent: true) { lastSeq } }', { id: runId })).data?.run
     .lastSeq;
 
 test('EXPIRED: the claim ran out before it was renewed', async () => {

@@ -7,10 +7,12 @@
 
 import type { Engine } from '@runplane/engine';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Change } from '../../src/domain/change.ts';
 import { OutputBacklog } from '../../src/domain/errors.ts';
 import type { OutputChunk } from '../../src/domain/output.ts';
 import { silentLogger } from '../../src/lib/logger.ts';
 import { SendBuffer } from '../../src/lib/send-buffer.ts';
+import { outputPuts } from '../../src/store/outputs/puts.ts';
 import { createOutputWriter } from '../../src/store/outputs/writer.ts';
 import { uniqueName } from '../support/aws.ts';
 import { onlyEmbedded, ownEngine } from '../support/engine.ts';
@@ -135,20 +137,23 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
     expect(answer.data.run.outputs).toEqual([{ length: offset + 3, final: true }]);
   });
 
-  /** A writer of the server's own store and live fan-out, with bounds small enough to reach. */
+  /** A writer of the server's own store and live fan-out. */
+  const writerOptions = {
+    get store() {
+      return api.server.stores.outputs;
+    },
+    claimOf: async () => null,
+    watchRun: () => () => undefined,
+    publish: (change: Change) => api.server.live.publish(change),
+    flushMs: 50,
+    flushBytes: 16 * 1024,
+    maxLength: 1_000_000,
+    maxStreamsPerRun: 64,
+    log: silentLogger,
+  };
+  /** ... with bounds small enough to reach. */
   const smallWriter = (bounds: { maxStreams?: number; maxWaitingBytes?: number; tenantShare?: number; maxStreamsPerRun?: number }) =>
-    createOutputWriter({
-      store: api.server.stores.outputs,
-      claimOf: async () => null,
-      watchRun: () => () => undefined,
-      publish: (change) => api.server.live.publish(change),
-      flushMs: 50,
-      flushBytes: 16 * 1024,
-      maxLength: 1_000_000,
-      maxStreamsPerRun: 64,
-      log: silentLogger,
-      ...bounds,
-    });
+    createOutputWriter({ ...writerOptions, ...bounds });
   const write = (writer: ReturnType<typeof smallWriter>, runId: string, stream: string, offset: number, text: string, durable = false) =>
     writer.append({ tenant: OPEN_TENANT, runId, stream, offset, text, final: false, durable });
 
@@ -220,6 +225,50 @@ describe.skipIf(onlyEmbedded)('live output bounds', () => {
       expect(calm.chunk.text).toBe('room');
     }
     await waitFor(() => writer.stats().waitingBytes === 0, { what: 'the waiting text to be stored', timeoutMs: 60_000 });
+  });
+
+  test("one tenant's many streams are stored two chunks at a time; another tenant's chunk is stored meanwhile, not after them", async () => {
+    const puts = outputPuts();
+    const writer = createOutputWriter({ ...writerOptions, puts });
+    const hogRun = await newRun(api);
+    const calmRun = uniqueName('run');
+    await api.server.stores.runs.create({ tenant: 'calm', id: calmRun, task: 't', budgetCap: 1, eventShards: 1 });
+    let peak = 0;
+    let hogWaitingWhenCalmStored = 0;
+    {
+      // Every put takes a while: the hog's eight flushes (each over flushBytes) would all be out at once.
+      using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 200 });
+      for (let i = 0; i < 8; i++) await write(writer, hogRun, `s${i}`, 0, 'x'.repeat(20 * 1024));
+      const calm = writer.append({ tenant: 'calm', runId: calmRun, stream: 'llm', offset: 0, text: 'mine', final: false, durable: true });
+      void calm.then(() => {
+        hogWaitingWhenCalmStored = writer.waitingOfTenant(OPEN_TENANT);
+      });
+      await waitFor(
+        () => {
+          peak = Math.max(peak, puts.inFlightOf(OPEN_TENANT));
+          return writer.waitingOfTenant(OPEN_TENANT) === 0;
+        },
+        { what: "the hog's text to be stored", timeoutMs: 60_000 },
+      );
+      expect((await calm).durable).toBe(true);
+    }
+    expect(peak).toBe(2);
+    expect(hogWaitingWhenCalmStored).toBeGreaterThan(0);
+    expect(puts.inFlightOf()).toBe(0);
+  });
+
+  test('a graceful stop stores every waiting stream at once, not two at a time', async () => {
+    const puts = outputPuts();
+    const writer = createOutputWriter({ ...writerOptions, puts });
+    const runId = await newRun(api);
+    // A put takes a second: eight streams stored two at a time would take four.
+    using _ = engine.faults.inject({ operations: ['PutItem', 'TransactWriteItems'], latencyMs: 1_000 });
+    for (let i = 0; i < 8; i++) await write(writer, runId, `s${i}`, 0, 'x'.repeat(20 * 1024));
+    expect(puts.inFlightOf(OPEN_TENANT)).toBe(2);
+    const started = performance.now();
+    await writer.flushAll();
+    expect(writer.stats().waitingBytes).toBe(0);
+    expect(performance.now() - started).toBeLessThan(3_000);
   });
 
   test('a fenced write whose claim cannot be read fails, and leaves no watch on its run behind', async () => {

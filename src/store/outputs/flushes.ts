@@ -10,6 +10,7 @@ import { codePoints, endOf, MAX_CHUNK_BYTES, type OutputChunk, unitIndex } from 
 import type { Logger } from '../../lib/logger.ts';
 import type { OutputStore } from './chunks.ts';
 import type { HeldStreams, StreamState, Waiter } from './held-streams.ts';
+import type { OutputPuts } from './puts.ts';
 
 export interface FlushOptions {
   store: Pick<OutputStore, 'put' | 'chunkAt' | 'storedEnd'>;
@@ -17,6 +18,8 @@ export interface FlushOptions {
   flushMs: number;
   flushBytes: number;
   log: Logger;
+  /** Chunks stored in turns between tenants (puts.ts). */
+  puts: OutputPuts;
 }
 
 /** Text kept after it is stored, to answer a writer's retry without a read. */
@@ -24,7 +27,7 @@ const TAIL_BYTES = 16 * 1024;
 /** Between tries of a flush DynamoDB refused. */
 const RETRY_MS = 200;
 
-export function flushes({ store, held, flushMs, flushBytes, log }: FlushOptions) {
+export function flushes({ store, held, flushMs, flushBytes, log, puts }: FlushOptions) {
   function keepTail(state: StreamState, stored: string) {
     state.tail += stored;
     if (state.tail.length > TAIL_BYTES) {
@@ -95,7 +98,7 @@ export function flushes({ store, held, flushMs, flushBytes, log }: FlushOptions)
         const chunk: OutputChunk = { runId: state.runId, stream: state.stream, offset: state.durable, text, final: last };
         let stored: boolean;
         try {
-          stored = await store.put(state.tenant, chunk, state.token);
+          stored = await puts.put(state.tenant, () => store.put(state.tenant, chunk, state.token));
         } catch (err) {
           return failed(state, err);
         }

@@ -19,6 +19,7 @@ import type { OutputStore } from './chunks.ts';
 import { type FenceCheckOptions, fenceChecks } from './fence-checks.ts';
 import { flushes } from './flushes.ts';
 import { type HeldStreamsOptions, holdStreams, type StreamState } from './held-streams.ts';
+import { type OutputPuts, outputPuts } from './puts.ts';
 
 /** Its bounds (streams held, text waiting, a tenant's share, streams per run) are those of held-streams.ts. */
 export interface OutputWriterOptions extends Omit<HeldStreamsOptions, 'store' | 'now'>, Pick<FenceCheckOptions, 'claimOf' | 'watchRun'> {
@@ -30,6 +31,8 @@ export interface OutputWriterOptions extends Omit<HeldStreamsOptions, 'store' | 
   maxLength: number;
   log: Logger;
   now?: () => number;
+  /** Chunks being stored, in turns between tenants (default: its own, 2 per tenant, 16 in all). */
+  puts?: OutputPuts;
 }
 
 export interface AppendOutput {
@@ -55,7 +58,8 @@ export function createOutputWriter(options: OutputWriterOptions) {
   const now = options.now ?? Date.now;
   const held = holdStreams({ ...options, now });
   const checkFence = fenceChecks({ claimOf: options.claimOf, watchRun: options.watchRun, now, most: held.maxStreams });
-  const { flush, schedule, durableUpTo } = flushes({ store, held, flushMs, flushBytes, log });
+  const puts = options.puts ?? outputPuts();
+  const { flush, schedule, durableUpTo } = flushes({ store, held, flushMs, flushBytes, log, puts });
 
   /** The stream's text from `from` to `to` as this server has it, or undefined when it would need a read. */
   function textAt(state: StreamState, from: number, to: number): string | undefined {
@@ -132,8 +136,9 @@ export function createOutputWriter(options: OutputWriterOptions) {
     /** The streams of a run this server has accepted text for, with their lengths (some may not be stored yet). */
     streamsOf: held.ofRun,
 
-    /** Stores everything waiting (a graceful stop). */
+    /** Stores everything waiting (a graceful stop: every stream at once, not in turns). */
     async flushAll() {
+      puts.unbound();
       await Promise.all(held.withTextWaiting().map((s) => flush(s)));
     },
 
