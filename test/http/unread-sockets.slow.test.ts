@@ -54,11 +54,12 @@ describe('a client that sends pongs of its own but reads nothing', () => {
 describe('a client taking a large backlog steadily', () => {
   let api: TestServer;
   beforeAll(async () => {
-    api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '1' });
+    // Two seconds: a loaded machine (other test files beside this one) delays both ends' reads.
+    api = await startTestServer({ RUNPLANE_WS_PING_SECONDS: '2' });
   });
   afterAll(() => api.server.stop());
 
-  test('is not cut while it reads on at about 2 MiB a ping interval', async () => {
+  test('is not cut while it reads on at about 4 MiB a ping interval', async () => {
     const reader = await rawSocket(api.url, { keepUnder: 0 });
     reader.pause();
     // Twenty-four pongs of 512 KB queued for it: 12 MiB, more than the kernels' buffers take.
@@ -75,7 +76,15 @@ describe('a client taking a large backlog steadily', () => {
       }
     });
     reader.resume();
-    await reader.until((frames) => frames.filter((f) => f.type === 'pong').length === 24, 'every pong', 60_000);
+    await reader.until(
+      (frames) => {
+        // Cut meanwhile: say so now, not after the wait.
+        if (reader.socket.readyState !== reader.socket.OPEN) throw new Error(`the reader was cut after ${bytes} bytes`);
+        return frames.filter((f) => f.type === 'pong').length === 24;
+      },
+      'every pong',
+      60_000,
+    );
     expect(reader.socket.readyState).toBe(reader.socket.OPEN);
     reader.close();
   }, 90_000);
